@@ -1,0 +1,26 @@
+"""Process-wide settings that must be in place before Prefect is imported.
+
+Prefect reads its settings from the environment when first imported, so the CLI calls
+`configure_prefect` first. Values already set by the user win (setdefault).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def configure_prefect(data_dir: Path | None = None) -> None:
+    data_dir = Path(data_dir or PROJECT_ROOT / "data").resolve()
+    # Keep Prefect's SQLite database and results inside the project, not in the home folder.
+    os.environ.setdefault("PREFECT_HOME", str(PROJECT_ROOT / ".prefect"))
+    os.environ.setdefault("PREFECT_LOCAL_STORAGE_PATH", str(data_dir / "cache" / "prefect-results"))
+    os.environ.setdefault("PREFECT_RESULTS_PERSIST_BY_DEFAULT", "true")
+    # Analytics off: offline it only produces a noisy "database is locked" traceback.
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # The ephemeral server needs longer than the 20 s default to start on 2 cores.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
+    os.environ.setdefault("FRAME_CACHE_DIR", str(data_dir / "cache"))

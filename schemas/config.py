@@ -1,0 +1,218 @@
+"""Build configuration (TOML), validated with pydantic.
+
+Every invalid field becomes one line naming the file, the field path and what is wrong.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from tasks.errors import ConfigError
+
+Category = Literal["financial_quarterly", "financial_annual", "academic_simple", "academic_complex"]
+Form = Literal["10-Q", "10-K"]
+
+# Names end up in paths and ids: keep them to a safe slug so nothing can escape the data folder.
+SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,80}$")
+
+
+def _slug(value: str, what: str) -> str:
+    if not SLUG.match(value) or ".." in value:
+        raise ValueError(f"{what} must be letters, digits, '.', '_' or '-' (got {value!r})")
+    return value
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EdgarDomain(_Strict):
+    kind: Literal["edgar"]
+    name: str
+    category: Category
+    ticker: str
+    cik: str | None = None
+    form: Form
+    periods: list[dt.date] = Field(min_length=1, description="period-end dates of the snapshots, ascending")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return _slug(v, "name")
+
+    @field_validator("ticker")
+    @classmethod
+    def _ticker(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9.\-]{0,9}", v):
+            raise ValueError(f"ticker must be 1-10 letters/digits (got {v!r})")
+        return v.upper()
+
+    @field_validator("cik")
+    @classmethod
+    def _cik(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        if not re.fullmatch(r"\d{1,10}", v):
+            raise ValueError(f"cik must be up to 10 digits (got {v!r})")
+        return v.zfill(10)
+
+    @model_validator(mode="after")
+    def _checks(self) -> EdgarDomain:
+        if self.periods != sorted(set(self.periods)):
+            raise ValueError("periods must be distinct and in ascending order")
+        expected = {"10-Q": "financial_quarterly", "10-K": "financial_annual"}[self.form]
+        if self.category != expected:
+            raise ValueError(f"form {self.form} belongs to category {expected}, not {self.category}")
+        return self
+
+    @property
+    def snapshots(self) -> list[str]:
+        return [p.isoformat() for p in self.periods]
+
+
+class ArxivWindow(_Strict):
+    label: str
+    start: dt.date
+    end: dt.date
+
+    @field_validator("label")
+    @classmethod
+    def _label(cls, v: str) -> str:
+        return _slug(v, "label")
+
+    @model_validator(mode="after")
+    def _order(self) -> ArxivWindow:
+        if self.end < self.start:
+            raise ValueError(f"window {self.label}: end {self.end} is before start {self.start}")
+        return self
+
+
+class ArxivDomain(_Strict):
+    kind: Literal["arxiv"]
+    name: str
+    category: Category
+    topic: str
+    query: str = Field(min_length=1, description="arXiv API search query for live builds")
+    papers_per_window: int = Field(ge=1, le=50)
+    windows: list[ArxivWindow] = Field(min_length=1)
+
+    @field_validator("name", "topic")
+    @classmethod
+    def _names(cls, v: str) -> str:
+        return _slug(v, "name/topic")
+
+    @model_validator(mode="after")
+    def _checks(self) -> ArxivDomain:
+        if self.category not in ("academic_simple", "academic_complex"):
+            raise ValueError(f"arxiv domains are academic_simple or academic_complex, not {self.category}")
+        labels = [w.label for w in self.windows]
+        if len(set(labels)) != len(labels):
+            raise ValueError("window labels must be distinct")
+        for a, b in zip(self.windows, self.windows[1:], strict=False):
+            if b.start <= a.end:
+                raise ValueError(f"windows must be ordered and not overlap ({a.label} then {b.label})")
+        return self
+
+    @property
+    def snapshots(self) -> list[str]:
+        return [w.label for w in self.windows]
+
+
+Domain = Annotated[EdgarDomain | ArxivDomain, Field(discriminator="kind")]
+
+
+class EdgarAccess(_Strict):
+    """SEC asks every client to identify itself; FRAME_EDGAR_NAME / FRAME_EDGAR_EMAIL override."""
+
+    user_agent_name: str = ""
+    user_agent_email: str = ""
+
+    def resolved(self) -> tuple[str, str]:
+        name = os.environ.get("FRAME_EDGAR_NAME", self.user_agent_name).strip()
+        email = os.environ.get("FRAME_EDGAR_EMAIL", self.user_agent_email).strip()
+        return name, email
+
+
+class SourceConfig(_Strict):
+    mode: Literal["mirror", "live"] = "mirror"
+    mirror: Path | None = Field(default=None, description="folder laid out like shared/corpus")
+    edgar: EdgarAccess = EdgarAccess()
+    arxiv_html_url: str = Field(
+        default="https://arxiv.org/html/{id}",
+        description="template for a paper's HTML rendering; {id} is the arXiv id (with version if known)",
+    )
+
+    @model_validator(mode="after")
+    def _mirror(self) -> SourceConfig:
+        if self.mode == "mirror" and self.mirror is None:
+            raise ValueError("mode 'mirror' needs source.mirror (a folder laid out like shared/corpus)")
+        return self
+
+
+class BuildSettings(_Strict):
+    data_dir: Path = Path("data")
+
+
+class FrameConfig(_Strict):
+    build: BuildSettings = BuildSettings()
+    source: SourceConfig
+    domains: list[Domain] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique(self) -> FrameConfig:
+        names = [d.name for d in self.domains]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"domain names must be unique: {', '.join(dupes)}")
+        return self
+
+    def domain(self, name: str) -> EdgarDomain | ArxivDomain:
+        for d in self.domains:
+            if d.name == name:
+                return d
+        raise ConfigError("domains", f"no domain named {name!r}")
+
+
+def _field_path(loc: tuple) -> str:
+    parts: list[str] = []
+    for item in loc:
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        elif item in ("edgar", "arxiv") and parts and parts[-1].endswith("]"):
+            continue  # discriminator tag added by pydantic, not a field of the file
+        else:
+            parts.append(("." if parts else "") + str(item))
+    return "".join(parts)
+
+
+def load_config(path: str | Path) -> FrameConfig:
+    """Read and validate a TOML config. Relative paths resolve against the config file's folder."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(path, "config file not found")
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(path, f"not valid TOML ({str(exc).splitlines()[0]})") from None
+    try:
+        cfg = FrameConfig.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = _field_path(tuple(err["loc"])) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise ConfigError(path, f"field {field}: {msg}{more}") from None
+    base = path.resolve().parent
+    updates = {}
+    if not cfg.build.data_dir.is_absolute():
+        updates["build"] = cfg.build.model_copy(update={"data_dir": (base / cfg.build.data_dir).resolve()})
+    if cfg.source.mirror is not None and not cfg.source.mirror.is_absolute():
+        updates["source"] = cfg.source.model_copy(update={"mirror": (base / cfg.source.mirror).resolve()})
+    return cfg.model_copy(update=updates) if updates else cfg

@@ -1,0 +1,41 @@
+"""Provenance of one fetched raw file (EDGAR filing or arXiv paper), stored content-addressed."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class RawFile(BaseModel):
+    """One raw file as stored by `tasks.fetch.store.store_raw`.
+
+    `path` is the absolute path of the content-addressed blob; `location` says where the bytes came
+    from (a URL for live fetches, the mirror file path for mirror fetches).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    path: str
+    size: int = Field(ge=0)
+    source: Literal["edgar", "arxiv"]
+    origin: Literal["mirror", "live"]
+    location: str
+    domain: str
+    snapshot: str = Field(description="period-end ISO date (EDGAR) or window label (arXiv)")
+    # EDGAR
+    accession: str | None = None
+    ticker: str | None = None
+    cik: str | None = None
+    form: str | None = None
+    period_end: str | None = None
+    # arXiv
+    arxiv_id: str | None = Field(default=None, description="arXiv id without version, e.g. 2111.08717")
+    arxiv_version: str | None = Field(default=None, description="version suffix if known, e.g. v1")
+    title: str | None = None
+    first_version_date: str | None = Field(
+        default=None, description="YYYY-MM-DD, or YYYY-MM if only the month is known"
+    )
+    license: str | None = None
+    fetched_at: str = Field(description="ISO 8601 UTC time of the first store of this record")

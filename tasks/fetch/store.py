@@ -1,0 +1,160 @@
+"""Content-addressed store for raw fetched files.
+
+Layout under a data dir:
+- blobs: `raw/sha256/<aa>/<sha256><ext>` (written once, atomically, never rewritten; read-only mode)
+- provenance: `raw/provenance/<source>/<domain>/<snapshot>/<sha256>.json` (one RawFile record each)
+
+Storing the same bytes with the same provenance again writes nothing (the first record, with its
+`fetched_at`, is kept), so a rerun of a fetch is a no-op on disk.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from schemas.sources import RawFile
+from tasks.errors import FrameInputError
+
+_COMPONENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_EXT = re.compile(r"^(\.[A-Za-z0-9]{1,10})?$")
+_SHA = re.compile(r"^[0-9a-f]{64}$")
+_SOURCES = ("edgar", "arxiv")
+
+
+def safe_component(value: Any, field: str) -> str:
+    """Return `value` if it can be used as one path component inside the data dir, else raise.
+
+    Rejects empty names, `.`/`..`, separators, absolute paths, NUL and anything outside
+    letters/digits/`.`/`_`/`-`.
+    """
+    text = str(value) if value is not None else ""
+    if not _COMPONENT.match(text) or ".." in text:
+        raise FrameInputError(
+            f"provenance.{field}",
+            f"unsafe path component {text!r} (letters, digits, '.', '_', '-' only; no '..', '/', NUL)",
+        )
+    return text
+
+
+def blob_path(data_dir: str | Path, sha256: str, ext: str = "") -> Path:
+    if not _SHA.match(sha256):
+        raise FrameInputError("provenance.sha256", f"not a sha256 hex digest: {sha256!r}")
+    if not _EXT.match(ext):
+        raise FrameInputError("provenance.ext", f"unsafe file extension {ext!r}")
+    return Path(data_dir).absolute() / "raw" / "sha256" / sha256[:2] / f"{sha256}{ext}"
+
+
+def provenance_dir(data_dir: str | Path, source: str, domain: str, snapshot: str) -> Path:
+    if source not in _SOURCES:
+        raise FrameInputError("provenance.source", f"source must be one of {_SOURCES}, not {source!r}")
+    return (
+        Path(data_dir).absolute()
+        / "raw"
+        / "provenance"
+        / source
+        / safe_component(domain, "domain")
+        / safe_component(snapshot, "snapshot")
+    )
+
+
+def _atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Write `data` to a temp file in the target folder, then rename it over `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _existing_record(path: Path) -> RawFile | None:
+    try:
+        return RawFile.model_validate_json(path.read_bytes())
+    except (FileNotFoundError, ValidationError):
+        return None
+
+
+def store_raw(data_dir: str | Path, data: bytes, ext: str, **provenance: Any) -> RawFile:
+    """Store `data` content-addressed and record its provenance; return the RawFile record.
+
+    `provenance` holds the RawFile fields other than sha256/path/size/fetched_at (source, origin,
+    location, domain, snapshot, and the EDGAR or arXiv identifiers).
+    """
+    for computed in ("sha256", "path", "size", "fetched_at"):
+        if computed in provenance:
+            raise TypeError(f"store_raw computes {computed!r} itself")
+    sha = hashlib.sha256(data).hexdigest()
+    blob = blob_path(data_dir, sha, ext)
+    record_dir = provenance_dir(
+        data_dir, provenance.get("source", ""), provenance.get("domain", ""), provenance.get("snapshot", "")
+    )
+    try:
+        raw = RawFile(
+            sha256=sha,
+            path=str(blob),
+            size=len(data),
+            fetched_at=dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
+            **provenance,
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "(record)"
+        raise FrameInputError(f"provenance.{field}", err["msg"]) from None
+
+    if blob.exists():
+        if _sha256_file(blob) != sha:
+            raise FrameInputError(blob, "existing blob does not match its sha256 name (store is corrupt)")
+    else:
+        _atomic_write(blob, data, mode=0o444)
+
+    record_path = record_dir / f"{sha}.json"
+    old = _existing_record(record_path)
+    if old is not None and old.model_copy(update={"fetched_at": raw.fetched_at}) == raw:
+        return old  # same provenance already recorded: keep it (and its fetched_at) untouched
+    body = json.dumps(raw.model_dump(), indent=2, ensure_ascii=False, sort_keys=True) + "\n"
+    _atomic_write(record_path, body.encode("utf-8"))
+    return raw
+
+
+def read_raw(raw: RawFile) -> bytes:
+    """Read a stored blob back, re-verifying its sha256."""
+    path = Path(raw.path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise FrameInputError(path, "stored blob is missing") from None
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != raw.sha256:
+        raise FrameInputError(path, f"stored blob changed: sha256 {actual} != recorded {raw.sha256}")
+    return data
+
+
+def load_records(data_dir: str | Path, source: str, domain: str, snapshot: str) -> list[RawFile]:
+    """All provenance records stored for one snapshot of one domain (sorted by sha256)."""
+    folder = provenance_dir(data_dir, source, domain, snapshot)
+    if not folder.is_dir():
+        return []
+    return [RawFile.model_validate_json(p.read_bytes()) for p in sorted(folder.glob("*.json"))]

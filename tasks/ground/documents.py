@@ -1,0 +1,203 @@
+"""Raw source bytes -> grounding documents (Markdown + documents.json + facts.parquet).
+
+`ground_source` is the one entry point the CLI and the Prefect flow share; `write_grounding`
+writes a folder atomically (temp folder, then rename) so a failure never leaves half a folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from schemas.documents import GroundingDocument, doc_kind
+from schemas.facts import FACTS_SCHEMA
+from tasks.errors import FrameInputError
+from tasks.ground.ixbrl import CleanFiling, Fact, clean_filing
+from tasks.ground.split import FilingSection, render_section, split_filing
+from tasks.ground.tables import markdown_tables
+from tasks.ground.tokens import count_tokens
+
+Kind = Literal["edgar", "arxiv"]
+
+
+@dataclass
+class Grounded:
+    """Grounding documents of one raw source (one filing or one paper)."""
+
+    kind: Kind
+    source_sha256: str
+    documents: list[GroundingDocument]
+    markdown: dict[str, str]  # file name -> Markdown text, same order as documents
+    facts: list[Fact] | None = None
+    meta: dict = field(default_factory=dict)
+
+
+def detect_kind(data: bytes, source_name: str) -> Kind:
+    head = data[:200_000]
+    if b"inlineXBRL" in head or b"<ix:header" in head:
+        return "edgar"
+    if b"ltx_document" in head or b"ltx_page_main" in head or b"LaTeXML" in head:
+        return "arxiv"
+    if not data.strip():
+        raise FrameInputError(source_name, "file is empty")
+    if b"\x00" in data[:4096]:
+        raise FrameInputError(source_name, "binary data, not an HTML document")
+    raise FrameInputError(source_name, "neither an iXBRL filing nor a LaTeXML paper; pass --kind")
+
+
+def ground_source(
+    data: bytes,
+    source_name: str,
+    kind: Kind | None = None,
+    expected_form: str | None = None,
+    meta: dict | None = None,
+) -> Grounded:
+    kind = kind or detect_kind(data, source_name)
+    sha = hashlib.sha256(data).hexdigest()
+    if kind == "edgar":
+        clean = clean_filing(data, source_name)
+        return ground_filing(clean, sha, source_name, expected_form, meta or {})
+    from tasks.ground.paper import paper_to_markdown  # imported lazily: filings never need it
+
+    paper = paper_to_markdown(data, source_name=source_name, meta=meta)
+    md = paper.markdown
+    arxiv_id = paper.metadata.get("arxiv_id") or Path(source_name).stem
+    doc_id = "paper-" + "".join(c if c.isalnum() or c in "._-" else "_" for c in arxiv_id)
+    tables = markdown_tables(md)
+    table_chars = sum(len(" ".join(" ".join(r) for r in t)) for t in tables)
+    doc = GroundingDocument(
+        doc_id=doc_id,
+        title=paper.title,
+        kind=doc_kind(max(len(md) - table_chars, 0), table_chars),
+        tokens=count_tokens(md),
+        tables=paper.tables,
+        images=paper.figures,
+        source_sha256=sha,
+        source_kind="arxiv",
+        file=f"{doc_id}.md",
+        source_ids=[arxiv_id],
+        metadata={
+            **paper.metadata,
+            "authors": paper.authors,
+            "sections": len(paper.sections),
+            "equations": paper.equations,
+            "references": paper.references,
+        },
+    )
+    return Grounded("arxiv", sha, [doc], {doc.file: md}, None, dict(paper.metadata))
+
+
+def ground_filing(
+    clean: CleanFiling,
+    sha: str,
+    source_name: str,
+    expected_form: str | None,
+    meta: dict,
+    sections: list[FilingSection] | None = None,
+) -> Grounded:
+    form = clean.form.strip().upper()
+    if expected_form and form != expected_form.upper():
+        raise FrameInputError(
+            source_name,
+            f"filing is a {form or 'document without dei:DocumentType'}, but {expected_form} was expected",
+        )
+    info = {
+        "form": form,
+        "company": clean.dei.get("EntityRegistrantName", ""),
+        "cik": clean.dei.get("EntityCentralIndexKey", ""),
+        "period_end": clean.dei.get("DocumentPeriodEndDate", ""),
+        "fiscal_year": clean.dei.get("DocumentFiscalYearFocus", ""),
+        "fiscal_period": clean.dei.get("DocumentFiscalPeriodFocus", ""),
+        **meta,
+    }
+    docs: list[GroundingDocument] = []
+    markdown: dict[str, str] = {}
+    for order, sec in enumerate(sections if sections is not None else split_filing(clean)):
+        r = render_section(sec)
+        doc = GroundingDocument(
+            doc_id=sec.doc_id,
+            title=sec.title,
+            kind=doc_kind(r.prose_chars, r.table_chars),
+            tokens=count_tokens(r.markdown),
+            tables=r.tables,
+            images=r.images,
+            source_sha256=sha,
+            source_kind="edgar",
+            file=f"{sec.doc_id}.md",
+            source_ids=[x for x in (info.get("accession"), info["cik"]) if x],
+            metadata={
+                "order": order,
+                "section_type": sec.section_type,
+                "part": sec.part,
+                "item": sec.item,
+                **{k: info[k] for k in ("form", "company", "period_end")},
+            },
+        )
+        docs.append(doc)
+        markdown[doc.file] = r.markdown
+    return Grounded("edgar", sha, docs, markdown, clean.facts, info)
+
+
+def merge_grounded(parts: list[Grounded]) -> Grounded:
+    """One folder per snapshot: an arXiv window holds several papers, a filing snapshot one filing."""
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        raise ValueError("nothing to merge")
+    docs, md, facts = [], {}, None
+    for p in parts:
+        for d in p.documents:
+            if d.file in md:
+                raise FrameInputError(d.file, "two sources produce the same document name")
+            docs.append(d)
+            md[d.file] = p.markdown[d.file]
+        if p.facts is not None:
+            facts = (facts or []) + p.facts
+    sha = hashlib.sha256("".join(p.source_sha256 for p in parts).encode()).hexdigest()
+    return Grounded(parts[0].kind, sha, docs, md, facts, {"sources": [p.meta for p in parts]})
+
+
+def facts_table(facts: list[Fact]) -> pa.Table:
+    cols = {f.name: [getattr(x, f.name) for x in facts] for f in FACTS_SCHEMA}
+    return pa.Table.from_pydict(cols, schema=FACTS_SCHEMA)
+
+
+def write_grounding(result: Grounded, out_dir: Path) -> Path:
+    """Write DIR/*.md, DIR/documents.json (+ facts.parquet for filings), all or nothing."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+    try:
+        for name, text in result.markdown.items():
+            (tmp / name).write_text(text, encoding="utf-8")
+        index = [d.model_dump(mode="json") for d in result.documents]
+        (tmp / "documents.json").write_text(
+            json.dumps(index, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+        if result.facts is not None:
+            pq.write_table(facts_table(result.facts), tmp / "facts.parquet")
+        _replace_dir(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def _replace_dir(new: Path, target: Path) -> None:
+    """Swap a finished temp folder into place; an older folder is removed only after the swap."""
+    if target.exists():
+        old = target.with_name(f".{target.name}.old-{os.getpid()}")
+        os.replace(target, old)
+        os.replace(new, target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(new, target)

@@ -1,0 +1,504 @@
+"""iXBRL filings: validation, the facts table, and cleaning to plain semantic HTML (SPEC §2.2).
+
+The cleaned HTML keeps only what a reader sees and what the splitter needs: block structure,
+bold/italic, tables with their spans, images. XBRL markup, styles, hidden parts, page headers,
+footers, page numbers and the table of contents are gone.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+
+from lxml import etree
+
+from tasks.errors import FrameInputError
+
+XHTML = "http://www.w3.org/1999/xhtml"
+IX = "http://www.xbrl.org/2013/inlineXBRL"
+XBRLI = "http://www.xbrl.org/2003/instance"
+XBRLDI = "http://xbrl.org/2006/xbrldi"
+
+_BLOCK_TAGS = {"div", "p", "table", "ul", "ol", "li", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "center"}
+_KEEP_ATTRS = {"colspan", "rowspan", "src", "alt"}
+_WS = re.compile(r"\s+")
+
+
+@dataclass
+class Fact:
+    fact_id: str
+    concept: str
+    fact_type: str
+    context_id: str
+    period_start: str | None
+    period_end: str | None
+    period_instant: str | None
+    dimensions: str
+    unit: str | None
+    decimals: str | None
+    scale: int | None
+    sign: str | None
+    format: str | None
+    displayed_text: str
+    value: float | None
+    hidden: bool
+
+
+@dataclass
+class CleanFiling:
+    """A cleaned filing: semantic HTML, its facts and the dei: cover facts."""
+
+    html: str
+    facts: list[Fact]
+    dei: dict[str, str] = field(default_factory=dict)
+    removed: dict[str, int] = field(default_factory=dict)  # what cleaning dropped, for QA/logs
+
+    @property
+    def form(self) -> str:
+        return self.dei.get("DocumentType", "")
+
+
+def _local(tag: object) -> str:
+    if not isinstance(tag, str):
+        return ""
+    return tag.rsplit("}", 1)[-1].lower()
+
+
+def _text(el: etree._Element) -> str:
+    return _WS.sub(" ", "".join(el.itertext())).strip()
+
+
+def parse_ixbrl(data: bytes, source_name: str) -> etree._Element:
+    """Parse bytes as an iXBRL (XHTML) document, or raise a one-line FrameInputError."""
+    if not data or not data.strip():
+        raise FrameInputError(source_name, "file is empty")
+    head = data[:4096]
+    if b"\x00" in head:
+        raise FrameInputError(source_name, "binary data, not an HTML/iXBRL document")
+    if b"<" not in head:
+        raise FrameInputError(source_name, "not HTML (no markup in the first 4 KB)")
+    parser = etree.XMLParser(huge_tree=True, resolve_entities=False, no_network=True, remove_comments=True)
+    try:
+        root = etree.fromstring(data, parser)
+    except etree.XMLSyntaxError as exc:
+        msg = str(exc).splitlines()[0]
+        if "Premature end of data" in msg or "EndTag" in msg or "end of data" in msg.lower():
+            raise FrameInputError(source_name, f"truncated or corrupt XHTML ({msg})") from None
+        if not re.search(rb"inlineXBRL", data[:20000]):
+            raise FrameInputError(source_name, "not an iXBRL filing (no inline XBRL namespace)") from None
+        raise FrameInputError(source_name, f"not well-formed XHTML ({msg})") from None
+    if root.find(f".//{{{IX}}}header") is None or root.find(f".//{{{IX}}}nonFraction") is None:
+        raise FrameInputError(source_name, "not an iXBRL filing (no ix:header / ix:nonFraction facts)")
+    return root
+
+
+# ---------------------------------------------------------------- facts
+
+
+def _contexts(root: etree._Element) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for ctx in root.iter(f"{{{XBRLI}}}context"):
+        period = ctx.find(f"{{{XBRLI}}}period")
+        start = end = instant = None
+        if period is not None:
+            s, e, i = (period.find(f"{{{XBRLI}}}{t}") for t in ("startDate", "endDate", "instant"))
+            start = s.text.strip() if s is not None and s.text else None
+            end = e.text.strip() if e is not None and e.text else None
+            instant = i.text.strip() if i is not None and i.text else None
+        dims: dict[str, str] = {}
+        for member in ctx.iter(f"{{{XBRLDI}}}explicitMember", f"{{{XBRLDI}}}typedMember"):
+            dims[member.get("dimension", "")] = _text(member)
+        out[ctx.get("id", "")] = {"start": start, "end": end, "instant": instant, "dims": dims}
+    return out
+
+
+def _units(root: etree._Element) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for unit in root.iter(f"{{{XBRLI}}}unit"):
+        num = unit.find(f".//{{{XBRLI}}}unitNumerator")
+        den = unit.find(f".//{{{XBRLI}}}unitDenominator")
+        if num is not None and den is not None:
+            out[unit.get("id", "")] = f"{_text(num)}/{_text(den)}"
+        else:
+            out[unit.get("id", "")] = " ".join(_text(m) for m in unit.iter(f"{{{XBRLI}}}measure"))
+    return out
+
+
+_NUM_WORDS = {
+    "no": 0,
+    "none": 0,
+    "zero": 0,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "thirteen": 13,
+    "fourteen": 14,
+    "fifteen": 15,
+    "sixteen": 16,
+    "seventeen": 17,
+    "eighteen": 18,
+    "nineteen": 19,
+    "twenty": 20,
+    "thirty": 30,
+    "forty": 40,
+    "fifty": 50,
+    "sixty": 60,
+    "seventy": 70,
+    "eighty": 80,
+    "ninety": 90,
+    "hundred": 100,
+}
+
+
+def numeric_value(displayed: str, fmt: str | None, scale: str | None, sign: str | None) -> float | None:
+    """The number a nonFraction fact stands for (ixt transformation, then scale and sign)."""
+    f = (fmt or "").split(":")[-1].replace("-", "")
+    text = displayed.strip()
+    number: Decimal | None
+    if f in ("fixedzero", "zerodash") or (text and set(text) <= set("—–-")):
+        number = Decimal(0)
+    elif f in ("numwordsen", "numwordsen"):
+        words = [w for w in re.split(r"[\s-]+", text.lower()) if w and w != "and"]
+        if words and all(w in _NUM_WORDS for w in words):
+            total = 0
+            for w in words:
+                total = total * 100 if w == "hundred" else total + _NUM_WORDS[w]
+            number = Decimal(total)
+        else:
+            number = _plain_number(text)
+    elif f in ("numcommadecimal",):
+        number = _plain_number(text.replace(".", "").replace(" ", "").replace(",", "."))
+    else:
+        number = _plain_number(text)
+    if number is None:
+        return None
+    try:
+        number = number.scaleb(int(scale or 0))
+    except ValueError:
+        return None
+    if sign == "-":
+        number = -number
+    return float(number)
+
+
+def _plain_number(text: str) -> Decimal | None:
+    cleaned = re.sub(r"[^\d.]", "", text)
+    if not cleaned or cleaned.count(".") > 1:
+        return None
+    try:
+        return Decimal(cleaned)
+    except InvalidOperation:
+        return None
+
+
+def extract_facts(root: etree._Element) -> list[Fact]:
+    contexts = _contexts(root)
+    units = _units(root)
+    hidden_ids = set()
+    for hidden in root.iter(f"{{{IX}}}hidden"):
+        hidden_ids.update(id(e) for e in hidden.iter())
+    facts: list[Fact] = []
+    for el in root.iter(f"{{{IX}}}nonFraction", f"{{{IX}}}nonNumeric"):
+        kind = etree.QName(el).localname
+        ctx = contexts.get(el.get("contextRef", ""), {})
+        displayed = _text(el)
+        fmt = el.get("format")
+        value = None
+        if kind == "nonFraction" and el.get("{http://www.w3.org/2001/XMLSchema-instance}nil") != "true":
+            value = numeric_value(displayed, fmt, el.get("scale"), el.get("sign"))
+        scale = el.get("scale")
+        facts.append(
+            Fact(
+                fact_id=el.get("id", ""),
+                concept=el.get("name", ""),
+                fact_type=kind,
+                context_id=el.get("contextRef", ""),
+                period_start=ctx.get("start"),
+                period_end=ctx.get("end"),
+                period_instant=ctx.get("instant"),
+                dimensions=json.dumps(ctx.get("dims", {}), sort_keys=True),
+                unit=units.get(el.get("unitRef", "")) if el.get("unitRef") else None,
+                decimals=el.get("decimals"),
+                scale=int(scale) if scale and re.fullmatch(r"-?\d+", scale) else None,
+                sign=el.get("sign"),
+                format=fmt,
+                displayed_text=displayed,
+                value=value,
+                hidden=id(el) in hidden_ids,
+            )
+        )
+    return facts
+
+
+def dei_facts(facts: list[Fact]) -> dict[str, str]:
+    """Cover-page facts (dei:DocumentType, dei:DocumentPeriodEndDate, ...) by local name."""
+    out: dict[str, str] = {}
+    for f in facts:
+        if f.concept.startswith("dei:"):
+            out.setdefault(f.concept.split(":", 1)[1], f.displayed_text)
+    return out
+
+
+# ---------------------------------------------------------------- cleaning
+
+_STYLE_PROP = re.compile(r"([a-z-]+)\s*:\s*([^;]+)")
+
+
+def _style(el: etree._Element) -> dict[str, str]:
+    s = el.get("style")
+    if not s:
+        return {}
+    return {k.strip().lower(): v.strip().lower() for k, v in _STYLE_PROP.findall(s)}
+
+
+def _is_hidden(el: etree._Element) -> bool:
+    st = _style(el)
+    return st.get("display") == "none" or st.get("visibility") == "hidden"
+
+
+def _is_page_break(el: etree._Element) -> bool:
+    st = _style(el)
+    return any(
+        st.get(k) in ("always", "page")
+        for k in ("page-break-after", "page-break-before", "break-after", "break-before")
+    )
+
+
+def _has_fact(el: etree._Element) -> bool:
+    return el.find(".//nonfraction-fact") is not None
+
+
+_PAGE_NUMBER = re.compile(r"^(page\s*)?([ivxlc]+|[a-z]?-?\d{1,3}|\d{1,3}\.)$", re.I)
+
+
+def clean_filing(data: bytes, source_name: str) -> CleanFiling:
+    """iXBRL bytes -> CleanFiling (semantic HTML + facts). Raises FrameInputError on bad input."""
+    root = parse_ixbrl(data, source_name)
+    facts = extract_facts(root)
+    dei = dei_facts(facts)
+    removed: Counter[str] = Counter()
+
+    body = root.find(f"{{{XHTML}}}body")
+    if body is None:
+        raise FrameInputError(source_name, "iXBRL document has no <body>")
+
+    # 1. Hidden content and the XBRL header go first: they are not part of what a reader sees.
+    for el in list(body.iter(f"{{{IX}}}header")):
+        _remove(el)
+        removed["ix_header"] += 1
+    for el in [e for e in body.iter() if isinstance(e.tag, str) and _is_hidden(e)]:
+        if el.getparent() is not None:
+            _remove(el)
+            removed["hidden"] += 1
+    for el in list(body.iter(f"{{{XHTML}}}script", f"{{{XHTML}}}style")):
+        _remove(el)
+        removed["script_style"] += 1
+
+    # 2. Facts keep their visible text; mark numeric ones so page-furniture detection spares them.
+    for el in body.iter(f"{{{IX}}}nonFraction"):
+        el.tag = "nonfraction-fact"
+    # 3. Bold/italic spans become <b>/<i> (the splitter reads headings from them); other inline
+    #    wrappers are unwrapped; namespaces and styles go.
+    for el in body.iter():
+        if not isinstance(el.tag, str):
+            continue
+        name = _local(el.tag)
+        if el.tag.startswith("{"):
+            el.tag = name if el.tag.startswith(f"{{{XHTML}}}") else f"ix-{name}"
+        if name == "span" or (name in ("div", "p") and len(el) == 0):
+            st = _style(el)
+            weight = st.get("font-weight", "")
+            bold = weight in ("bold", "bolder") or (weight.isdigit() and int(weight) >= 600)
+            italic = st.get("font-style") == "italic"
+            if name == "span":
+                el.tag = "b" if bold else ("i" if italic else "span")
+            elif bold and _text(el):
+                el.set("data-bold", "1")
+        if name == "hr" and _is_page_break(el):
+            el.tag = "page-break"
+        elif name in ("div", "p") and _is_page_break(el):
+            el.set("data-page-break", "1")
+        for attr in list(el.attrib):
+            if attr not in _KEEP_ATTRS and attr not in ("data-bold", "data-page-break"):
+                del el.attrib[attr]
+    etree.strip_tags(
+        body,
+        "span",
+        "font",
+        "a",
+        "ix-nonnumeric",
+        "ix-continuation",
+        "ix-exclude",
+        "ix-footnote",
+        "ix-fraction",
+        "ix-tuple",
+        "ix-relationship",
+        "ix-references",
+        "ix-resources",
+    )
+
+    removed.update(_remove_page_furniture(body))
+    removed["toc_tables"] += _remove_toc(body)
+    etree.strip_tags(body, "nonfraction-fact", "page-break")
+
+    html_root = etree.Element("html")
+    html_root.append(body)
+    etree.cleanup_namespaces(html_root)
+    html = etree.tostring(html_root, encoding="unicode", method="html")
+    return CleanFiling(html=html, facts=facts, dei=dei, removed=dict(removed))
+
+
+def _remove(el: etree._Element) -> None:
+    """Remove an element but keep its tail text (which belongs to the parent)."""
+    parent = el.getparent()
+    if parent is None:
+        return
+    tail = el.tail
+    if tail and tail.strip():
+        prev = el.getprevious()
+        if prev is not None:
+            prev.tail = (prev.tail or "") + tail
+        else:
+            parent.text = (parent.text or "") + tail
+    parent.remove(el)
+
+
+def _is_block(el: etree._Element) -> bool:
+    return isinstance(el.tag, str) and el.tag in _BLOCK_TAGS | {"page-break"}
+
+
+def _wrap_inline_runs(el: etree._Element) -> None:
+    """In an element holding blocks, wrap loose text and runs of inline nodes into <div>s (in place),
+    so a sentence followed by a table becomes two blocks and no tail text is lost."""
+    children = list(el)
+    run: etree._Element | None = None
+    new: list[etree._Element] = []
+
+    def text_run(text: str | None) -> etree._Element | None:
+        if text and text.strip():
+            d = etree.Element("div")
+            d.text = text
+            return d
+        return None
+
+    run = text_run(el.text)
+    el.text = None
+    for child in children:
+        el.remove(child)
+        tail, child.tail = child.tail, None
+        if _is_block(child):
+            if run is not None:
+                new.append(run)
+            new.append(child)
+            run = text_run(tail)
+        else:
+            if run is None:
+                run = etree.Element("div")
+            run.append(child)
+            child.tail = tail
+    if run is not None:
+        new.append(run)
+    el.extend(new)
+
+
+def _blocks(body: etree._Element) -> list[etree._Element]:
+    """Top-level blocks in reading order, descending through wrappers that hold blocks."""
+    out: list[etree._Element] = []
+
+    def walk(el: etree._Element) -> None:
+        if (el.text and el.text.strip()) or any(
+            not _is_block(c) or (c.tail and c.tail.strip()) for c in el if isinstance(c.tag, str)
+        ):
+            _wrap_inline_runs(el)
+        for child in el:
+            if not isinstance(child.tag, str):
+                continue
+            if child.tag in ("div", "p", "center") and any(_is_block(c) for c in child):
+                walk(child)
+            else:
+                out.append(child)
+
+    walk(body)
+    return out
+
+
+def _remove_page_furniture(body: etree._Element) -> Counter[str]:
+    """Drop running headers/footers and page numbers: short blocks next to page breaks whose
+    text (digits folded) repeats on several pages, or that are a bare page number."""
+    removed: Counter[str] = Counter()
+    blocks = _blocks(body)
+    breaks = [i for i, b in enumerate(blocks) if b.tag == "page-break" or b.get("data-page-break")]
+    if not breaks:
+        return removed
+    candidates: list[tuple[etree._Element, str, str]] = []
+    for i in breaks:
+        for step in (-1, +1):
+            seen = 0
+            j = i + step if blocks[i].tag == "page-break" else (i if step == -1 else i + 1)
+            while 0 <= j < len(blocks) and seen < 3:
+                b = blocks[j]
+                if b.tag == "page-break" or b.get("data-page-break") and j != i:
+                    break
+                t = _text(b)
+                if t:
+                    seen += 1
+                    small_table = b.tag == "table" and sum(1 for r in b.iter("tr") if _text(r)) <= 2
+                    if len(t) <= 160 and (b.tag != "table" or small_table) and not _has_fact(b):
+                        candidates.append((b, t, re.sub(r"\d+", "#", t.lower())))
+                    if (b.tag == "table" and not small_table) or len(t) > 160:
+                        break
+                j += step
+    shape_count = Counter(
+        shape for _, _, shape in {(id(b), t, s): (b, t, s) for b, t, s in candidates}.values()
+    )
+    done: set[int] = set()
+    for b, t, shape in candidates:
+        if id(b) in done or b.getparent() is None:
+            continue
+        if _PAGE_NUMBER.match(t) or shape_count[shape] >= 3:
+            done.add(id(b))
+            _remove(b)
+            removed["page_number" if _PAGE_NUMBER.match(t) else "running_header_footer"] += 1
+    return removed
+
+
+_TOC_ENTRY = re.compile(r"^(part\s+(i|ii|iii|iv)\b|item\s*\d+[a-c]?\b)", re.I)
+_TOC_TITLE = re.compile(r"^(table of contents|index|contents)$", re.I)
+
+
+def _remove_toc(body: etree._Element) -> int:
+    """Drop table-of-contents tables: rows that name Parts/Items and end in a page number."""
+    n = 0
+    for table in list(body.iter("table")):
+        rows = [r for r in table.iter("tr") if _text(r)]
+        if len(rows) < 4:
+            continue
+        entries = paged = 0
+        for r in rows:
+            cells = [_text(c) for c in r if isinstance(c.tag, str) and _text(c)]
+            if not cells or not re.fullmatch(r"\d{1,3}|[ivx]+", cells[-1], re.I):
+                continue
+            paged += 1
+            if any(_TOC_ENTRY.match(c) for c in cells):
+                entries += 1
+        if entries >= 3 and paged >= 0.5 * len(rows):
+            prev = table.getprevious()
+            while prev is not None and not _text(prev):
+                prev = prev.getprevious()
+            if prev is not None and _TOC_TITLE.match(_text(prev)):
+                _remove(prev)
+            _remove(table)
+            n += 1
+    return n
