@@ -107,7 +107,13 @@ def ground_domains(
     configure_prefect(cfg.build.data_dir)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    import datetime as dt
+
     from flows.ground import run_domains
+    from flows.settings import route_prefect_console
+
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    route_prefect_console(cfg.build.data_dir / "logs" / f"ground-{stamp}.log")
 
     with Progress(
         TextColumn("[bold]ground[/]"),
@@ -116,6 +122,8 @@ def ground_domains(
         TextColumn("{task.description}"),
         TimeElapsedColumn(),
         console=console,
+        transient=True,
+        disable=not console.is_terminal,  # logs only when not on a terminal (CI, pipes)
     ) as progress:
         bar = progress.add_task(selected[0], total=len(selected))
 
@@ -129,7 +137,8 @@ def ground_domains(
     for s in failed:
         print(f"frame: error: domain {s['domain']}: {s['error']}", file=sys.stderr)
     if failed:
-        raise typer.Exit(1)
+        # 2 = bad input (a file or field named in the message); 1 = anything else failed.
+        raise typer.Exit(2 if all(s.get("input_error") for s in failed) else 1)
 
 
 def _print_summary(rows: list[dict]) -> None:

@@ -147,12 +147,13 @@ def run_domains(cfg: FrameConfig, names: list[str], on_done=None) -> list[dict]:
             summary.append(state.result())
         else:
             exc = state.result(raise_on_failure=False)
-            msg = str(exc) if isinstance(exc, FrameInputError | Exception) else str(state.message)
+            msg = str(exc) if isinstance(exc, Exception) else str(state.message)
             summary.append(
                 {
                     "domain": name,
                     "category": domain.category,
                     "status": "failed",
+                    "input_error": isinstance(exc, FrameInputError),
                     "error": msg.splitlines()[0] if msg else "failed",
                     "snapshots": [],
                 }

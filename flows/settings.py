@@ -24,3 +24,34 @@ def configure_prefect(data_dir: Path | None = None) -> None:
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
     os.environ.setdefault("FRAME_CACHE_DIR", str(data_dir / "cache"))
+
+
+def route_prefect_console(log_file: Path | None = None) -> None:
+    """Send Prefect's console logs to stdout (stderr is kept for frame's one-line errors) and drop
+    tracebacks of expected input errors there; the full records still go to `log_file`."""
+    import logging
+    import sys
+
+    from tasks.errors import FrameInputError
+
+    class _NoInputTracebacks(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            # Expected input errors are reported in one line; their traceback helps nobody.
+            # (Mutates the record: the file handler, placed first, has already written it whole.)
+            if record.exc_info and isinstance(record.exc_info[1], FrameInputError):
+                record.exc_info = None
+                record.exc_text = None
+            return True
+
+    root = logging.getLogger()
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        fh = logging.FileHandler(log_file, encoding="utf-8")
+        fh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        root.handlers.insert(0, fh)
+    for handler in root.handlers:
+        if type(handler).__name__ == "PrefectConsoleHandler":
+            handler.setStream(sys.stdout)
+            if hasattr(handler, "console"):
+                handler.console.file = sys.stdout
+            handler.addFilter(_NoInputTracebacks())

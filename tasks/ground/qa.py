@@ -24,6 +24,7 @@ from lxml import etree
 from lxml import html as lxml_html
 from rapidfuzz import fuzz
 
+from tasks.ground import latexml_source as ls
 from tasks.ground.ixbrl import IX, XHTML, _is_hidden, _text, parse_ixbrl
 from tasks.ground.split import filing_table_grid, layout_kind
 from tasks.ground.tables import Cell, drop_empty, expand_spans, grid_to_html, markdown_tables
@@ -54,14 +55,21 @@ def _visible_body(root: etree._Element) -> etree._Element:
     return body
 
 
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
 def fact_recall(facts_displayed: list[str], markdown: str) -> tuple[float, list[str]]:
+    """Share of displayed facts found in the Markdown; numbers are matched as whole numbers, so
+    "1,234" is not found inside "11,234" or "1,234,567"."""
     need = Counter(t for t in facts_displayed if t)
+    numbers = Counter(_NUMBER.findall(markdown))
     found = 0
     missing: list[str] = []
     for text, k in need.items():
-        # Bounded so "1,234" is not found inside "11,234" or "1,234,567".
-        pattern = re.compile(r"(?<!\d)(?<!\d[.,])" + re.escape(text) + r"(?!\d|[.,]\d)")
-        have = len(pattern.findall(markdown))
+        if _NUMBER.fullmatch(text):
+            have = numbers[text]
+        else:  # displayed text with words or signs around the number: bounded search
+            have = len(re.findall(r"(?<!\d)(?<!\d[.,])" + re.escape(text) + r"(?!\d|[.,]\d)", markdown))
         found += min(have, k)
         if have < k:
             missing.append(text)
@@ -193,45 +201,70 @@ def qa_arxiv(source: Path, out_dir: Path) -> dict:
     data = source.read_bytes()
     _, texts = _load_markdown(out_dir)
     markdown = "\n".join(texts)
-    root = lxml_html.fromstring(data)
-    for bad in root.xpath("//script|//style|//nav|//header|//footer"):
-        bad.getparent().remove(bad)
-    display_eq = root.xpath(
-        "//*[contains(concat(' ', @class, ' '), ' ltx_equation ') or "
-        "contains(concat(' ', @class, ' '), ' ltx_equationgroup ')]"
-        "//math[@display='block' or contains(@class, 'ltx_Math')]"
-    )
-    md_display = len(re.findall(r"\$\$(.+?)\$\$", markdown, flags=re.S))
-    src_tables = root.xpath(
-        "//table[contains(concat(' ', @class, ' '), ' ltx_tabular ')]"
-        "[not(ancestor::table[contains(concat(' ', @class, ' '), ' ltx_tabular ')])]"
-    )
-    src_grids = [_latexml_grid(t) for t in src_tables]
-    md_grids = [_strip_blank_header(g) for g in markdown_tables(markdown)]
-    captions = [
-        " ".join(_math_text(c).split())
-        for c in root.xpath("//figure[contains(@class, 'ltx_figure')]/figcaption")
+    doc = ls.innermost_document(lxml_html.document_fromstring(data))
+    rows = ls.display_equation_rows(doc)
+    blocks = ls.DISPLAY_MATH.findall(markdown)
+    block_text = "\n".join(blocks)
+    tabulars = ls.top_level(doc.xpath(f".//*[{ls.xp_class('ltx_tabular')}]"), "ltx_tabular")
+    src_grids = [_latexml_grid(t) for t in tabulars]
+    # The source side reads a cell without its footnotes (LaTeXML keeps them in ltx_note); the
+    # converter writes them inline as "[Footnote ...]", so they are taken out before comparing.
+    md_grids = [
+        [[_drop_footnotes(c) for c in row] for row in _strip_blank_header(g)]
+        for g in markdown_tables(markdown)
     ]
-    flat = " ".join(markdown.split())
+    flat = ls.squash(markdown)
+    captions = doc.xpath(f".//figcaption|.//*[{ls.xp_class('ltx_caption')}]")
+    kept = sum(1 for c in captions if all(ls.squash(seg) in flat for seg in ls.segments(c)))
     return {
         "kind": "arxiv",
         "source": str(source),
         "documents": len(texts),
-        "display_equations_source": len(display_eq),
-        "display_equations_markdown": md_display,
+        "sections_source": len(
+            doc.xpath(
+                ".//*[contains(@class, 'ltx_title_section') or "
+                "contains(@class, 'ltx_title_subsection') or "
+                "contains(@class, 'ltx_title_subsubsection') or "
+                "contains(@class, 'ltx_title_appendix')]"
+            )
+        ),
+        "display_equations_source": len(rows),
+        "display_equations_markdown": len(blocks),
+        "equation_tex_missing": sum(1 for r in rows for alt in r if alt not in block_text),
         **_table_figures(src_grids, md_grids),
         "figure_captions": len(captions),
-        "figure_captions_kept": sum(1 for c in captions if c and c in flat),
-        "text_kept": round(word_recall(_math_text(root.find("body") or root), markdown), 6),
+        "figure_captions_kept": kept,
+        "text_kept": round(word_recall(ls.source_text(doc), markdown), 6),
         "html_tags_left": _html_tags(markdown),
     }
+
+
+def _drop_footnotes(text: str) -> str:
+    out, i = [], 0
+    while True:
+        j = text.find("[Footnote", i)
+        if j < 0:
+            out.append(text[i:])
+            break
+        out.append(text[i:j])
+        depth, k = 0, j
+        while k < len(text):
+            depth += {"[": 1, "]": -1}.get(text[k], 0)
+            k += 1
+            if depth == 0:
+                break
+        i = k
+    return " ".join("".join(out).split())
 
 
 def _latexml_grid(table: etree._Element) -> list[list[str]]:
     rows = []
     for tr in table.xpath(".//tr[ancestor::table[1] = $t]", t=table):
         rows.append(
-            [Cell(_math_text(td), _span(td, "colspan"), _span(td, "rowspan")) for td in tr.xpath("./td|./th")]
+            [
+                Cell(ls.source_text(td), _span(td, "colspan"), _span(td, "rowspan"))
+                for td in tr.xpath("./td|./th")
+            ]
         )
     return drop_empty(expand_spans(rows))
 
@@ -239,27 +272,6 @@ def _latexml_grid(table: etree._Element) -> list[list[str]]:
 def _span(td: etree._Element, name: str) -> int:
     v = (td.get(name) or "1").strip()
     return int(v) if v.isdigit() and int(v) > 0 else 1
-
-
-def _math_text(el: etree._Element) -> str:
-    """Text with each <math> replaced by its TeX alttext, as the converter writes it."""
-    parts: list[str] = []
-
-    def walk(e: etree._Element) -> None:
-        if isinstance(e.tag, str) and e.tag.rsplit("}", 1)[-1] == "math":
-            alt = e.get("alttext")
-            parts.append(f"${alt}$" if alt else "".join(e.itertext()))
-        else:
-            if e.text:
-                parts.append(e.text)
-            for c in e:
-                walk(c)
-                if c.tail:
-                    parts.append(c.tail)
-        return None
-
-    walk(el)
-    return " ".join("".join(parts).split())
 
 
 def qa_ground(source: Path, out_dir: Path, kind: str | None = None) -> dict:

@@ -1,0 +1,49 @@
+"""Shared test fixtures: the real corpus beside the repo (../shared/corpus) and a Prefect harness."""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = Path(os.environ.get("FRAME_CORPUS", ROOT.parent / "shared" / "corpus"))
+
+
+def edgar_rows() -> list[dict[str, str]]:
+    manifest = CORPUS / "edgar" / "MANIFEST.csv"
+    if not manifest.is_file():
+        return []
+    with manifest.open(newline="", encoding="utf-8") as fh:
+        return [r for r in csv.DictReader(fh) if not r["form"].startswith("meta:")]
+
+
+def arxiv_rows() -> list[dict[str, str]]:
+    manifest = CORPUS / "arxiv" / "MANIFEST.csv"
+    if not manifest.is_file():
+        return []
+    with manifest.open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    if not CORPUS.is_dir():
+        pytest.skip(f"shared corpus not found at {CORPUS}")
+    return CORPUS
+
+
+@pytest.fixture(scope="session")
+def prefect_harness(tmp_path_factory):
+    """One temporary Prefect database/server for the whole session (it costs ~10 s to start)."""
+    home = tmp_path_factory.mktemp("prefect-home")
+    os.environ["PREFECT_HOME"] = str(home)
+    os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+    os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "120"
+    os.environ["PREFECT_LOCAL_STORAGE_PATH"] = str(home / "results")
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield home
