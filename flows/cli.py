@@ -105,9 +105,9 @@ def ground_domains(
     from flows.settings import configure_prefect
 
     configure_prefect(cfg.build.data_dir)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     import datetime as dt
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from flows.ground import run_domains
     from flows.settings import route_prefect_console

@@ -34,7 +34,9 @@ def bad_files(tmp: Path) -> dict[str, tuple[Path, list[str], str]]:
     truncated = tmp / "truncated.htm"
     truncated.write_bytes(data[: len(data) // 2])
     plain = tmp / "plain.html"
-    plain.write_text("<html><head><title>x</title></head><body><p>Quarterly results: revenue 12.</p></body></html>")
+    plain.write_text(
+        "<html><head><title>x</title></head><body><p>Quarterly results: revenue 12.</p></body></html>"
+    )
     paper = PAPER.read_bytes()
     cut_paper = tmp / "cut-paper.html"
     cut_paper.write_bytes(paper[: len(paper) // 2])
