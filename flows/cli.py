@@ -170,7 +170,8 @@ def _print_summary(rows: list[dict]) -> None:
                 str(snap.get("tokens", "-")),
                 r["status"],
             )
-    Console().print(table)
+    # Wide enough for the table when output goes to a pipe or a log (rich defaults to 80 there).
+    Console(width=None if sys.stdout.isatty() else 160).print(table)
 
 
 def main() -> None:  # pragma: no cover - entry point

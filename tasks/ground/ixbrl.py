@@ -80,6 +80,8 @@ def parse_ixbrl(data: bytes, source_name: str) -> etree._Element:
         raise FrameInputError(source_name, "binary data, not an HTML/iXBRL document")
     if b"<" not in head:
         raise FrameInputError(source_name, "not HTML (no markup in the first 4 KB)")
+    if not data.rstrip().lower().endswith(b"</html>") and re.search(rb"inlineXBRL", data[:20000]):
+        raise FrameInputError(source_name, "truncated file (it does not end with </html>)")
     parser = etree.XMLParser(huge_tree=True, resolve_entities=False, no_network=True, remove_comments=True)
     try:
         root = etree.fromstring(data, parser)
