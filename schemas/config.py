@@ -156,12 +156,44 @@ class SourceConfig(_Strict):
         return self
 
 
+class LLMSettings(_Strict):
+    """Which backend writes structures, questions and gold text.
+
+    The API key is never part of the config: it is read from the environment variable named by
+    `api_key_env` at call time. FRAME_LLM_BACKEND / FRAME_LLM_BASE_URL / FRAME_LLM_MODEL override.
+    """
+
+    backend: Literal["offline", "openai"] = "offline"
+    base_url: str | None = Field(default=None, description="OpenAI-compatible endpoint, ending in /v1")
+    model: str = "gpt-4o-mini"
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    max_output_tokens: int = Field(default=4096, ge=16)
+    context_tokens: int = Field(default=128_000, ge=1024, description="the model's context window")
+    timeout_s: float = Field(default=120.0, gt=0)
+    transient_retries: int = Field(default=5, ge=0, description="retries on 429/5xx/timeouts")
+    invalid_retries: int = Field(default=2, ge=0, description="corrective retries on invalid JSON")
+    backoff_initial_s: float = Field(default=1.0, ge=0)
+    backoff_max_s: float = Field(default=30.0, ge=0)
+    concurrency: int = Field(default=4, ge=1, le=64)
+
+    def resolved(self) -> LLMSettings:
+        env = {
+            "backend": os.environ.get("FRAME_LLM_BACKEND"),
+            "base_url": os.environ.get("FRAME_LLM_BASE_URL"),
+            "model": os.environ.get("FRAME_LLM_MODEL"),
+        }
+        update = {k: v for k, v in env.items() if v}
+        return self.model_validate({**self.model_dump(), **update}) if update else self
+
+
 class BuildSettings(_Strict):
     data_dir: Path = Path("data")
 
 
 class FrameConfig(_Strict):
     build: BuildSettings = BuildSettings()
+    llm: LLMSettings = LLMSettings()
     source: SourceConfig
     domains: list[Domain] = Field(min_length=1)
 
