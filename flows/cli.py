@@ -141,6 +141,199 @@ def ground_domains(
         raise typer.Exit(2 if all(s.get("input_error") for s in failed) else 1)
 
 
+release_app = typer.Typer(no_args_is_help=True, help="Versioned parquet releases.")
+app.add_typer(release_app, name="release")
+
+
+def _prefect_session(cfg) -> None:
+    import datetime as dt
+
+    from flows.settings import configure_prefect, route_prefect_console
+
+    configure_prefect(cfg.build.data_dir)
+    import prefect  # noqa: F401  (sets up Prefect's logging, which the next call re-routes)
+
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    route_prefect_console(cfg.build.data_dir / "logs" / f"build-{stamp}.log")
+
+
+def _run_build_with_progress(cfg, names: list[str], refresh: list[str]) -> list[dict]:
+    """Run the build flow in a worker thread; the bar counts gold reports as they are written."""
+    import threading
+    import time
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from flows.build import build
+
+    total = sum(len(cfg.domain(n).snapshots) for n in names)
+    reports = cfg.build.data_dir / "reports"
+    start = time.time()
+    box: dict = {}
+
+    def work() -> None:
+        try:
+            box["results"] = build(cfg, names, refresh)
+        except BaseException as exc:  # surfaced below, in the main thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    with Progress(
+        TextColumn("[bold]build[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("snapshots"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    ) as progress:
+        bar = progress.add_task("snapshots", total=total)
+        while worker.is_alive():
+            worker.join(0.5)
+            done = sum(
+                1
+                for n in names
+                for t in cfg.domain(n).snapshots
+                if (reports / n / t / "report.md").is_file()
+                and (reports / n / t / "report.md").stat().st_mtime >= start
+            )
+            progress.update(bar, completed=done)
+    if "error" in box:
+        raise box["error"]
+    return box["results"]
+
+
+@app.command("build")
+def build_cmd(
+    config: Annotated[Path, typer.Option("--config", help="TOML build config")],
+    release: Annotated[str, typer.Option("--release", help="release name")],
+    version: Annotated[str, typer.Option("--version", help="release version X.Y.Z")],
+    domain: Annotated[list[str] | None, typer.Option("--domain", help="only these domains")] = None,
+    allow_partial: Annotated[
+        bool, typer.Option("--allow-partial", help="write the release even if a domain failed")
+    ] = False,
+) -> None:
+    """fetch -> ground -> synthesize -> instances -> release, domains in parallel, every step cached."""
+    from schemas.config import load_config
+
+    try:
+        cfg = load_config(config)
+        names = [cfg.domain(d).name for d in domain] if domain else [d.name for d in cfg.domains]
+    except FrameInputError as exc:
+        _fail(exc)
+    _prefect_session(cfg)
+    results = _run_build_with_progress(cfg, names, [])
+    failed = [r for r in results if r["status"] != "ok"]
+    for r in failed:
+        print(f"frame: error: domain {r['domain']}: {r['error']}", file=sys.stderr)
+    if failed and not allow_partial:
+        print(
+            f"frame: error: release not written: {len(failed)} domain(s) failed (use --allow-partial)",
+            file=sys.stderr,
+        )
+        raise typer.Exit(1)
+    from flows.release import publish
+
+    try:
+        path, stats = publish(cfg, results, release, version)
+    except FrameInputError as exc:
+        _fail(exc)
+    _print_stats(stats)
+    print(f"release: {path}")
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command("rerun")
+def rerun_cmd(
+    step: Annotated[
+        str, typer.Argument(help="fetch|clean|split|convert|structure|questions|outline|fill|validate")
+    ],
+    domain: Annotated[str, typer.Option("--domain", help="the domain")],
+    snapshot: Annotated[str, typer.Option("--snapshot", help="the snapshot (period end or window label)")],
+    config: Annotated[Path, typer.Option("--config", help="TOML build config")] = Path("configs/demo.toml"),
+) -> None:
+    """Recompute one step of one snapshot and every step that depends on it (the rest from cache)."""
+    from flows.build import STEPS, refresh_keys
+    from schemas.config import load_config
+
+    try:
+        cfg = load_config(config)
+        dom = cfg.domain(domain)
+        if snapshot not in dom.snapshots:
+            raise FrameInputError(
+                "--snapshot", f"{domain} has no snapshot {snapshot!r} ({', '.join(dom.snapshots)})"
+            )
+        if step not in STEPS:
+            raise FrameInputError("STEP", f"unknown step {step!r} (one of {', '.join(STEPS)})")
+    except FrameInputError as exc:
+        _fail(exc)
+    keys = refresh_keys(dom, snapshot, step)
+    _prefect_session(cfg)
+    results = _run_build_with_progress(cfg, [dom.name], keys)
+    r = results[0]
+    if r["status"] != "ok":
+        print(f"frame: error: domain {r['domain']}: {r['error']}", file=sys.stderr)
+        raise typer.Exit(1)
+    print(f"recomputed: {', '.join(k.split('|', 1)[1] for k in keys)}")
+
+
+@release_app.command("verify")
+def release_verify(path: Annotated[Path, typer.Argument(help="data/releases/<name>/<version>")]) -> None:
+    """Check checksums, schemas, row counts and references of a release."""
+    from tasks.release.verify import verify_release
+
+    try:
+        report = verify_release(path)
+    except FrameInputError as exc:
+        _fail(exc)
+    for p in report.problems:
+        print(f"frame: error: {p}", file=sys.stderr)
+    print(f"{path}: {'ok' if report.ok else 'FAILED'}")
+    raise typer.Exit(0 if report.ok else 1)
+
+
+@release_app.command("diff")
+def release_diff(
+    a: Annotated[Path, typer.Argument(help="older release folder")],
+    b: Annotated[Path, typer.Argument(help="newer release folder")],
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """What changed between two releases: rows added/removed/changed per table, manifest changes."""
+    from tasks.release.diff import diff_releases, format_diff_markdown
+
+    try:
+        d = diff_releases(a, b)
+    except FrameInputError as exc:
+        _fail(exc)
+    print(json.dumps(d, indent=2, default=str) if as_json else format_diff_markdown(d))
+
+
+def _print_stats(stats: list[dict]) -> None:
+    table = Table(title="Per-category statistics (paper 000 Table 1)")
+    cols = [
+        "category",
+        "instances",
+        "g_files_mean",
+        "g_tokens_mean",
+        "g_tables_mean",
+        "g_images_mean",
+        "s_tokens_mean",
+        "s_sections_mean",
+        "s_tables_mean",
+        "y_tokens_mean",
+        "y_sections_mean",
+        "y_tables_mean",
+    ]
+    for c in cols:
+        table.add_column(c.replace("_mean", ""), justify="left" if c == "category" else "right")
+    for row in stats:
+        table.add_row(*[str(row.get(c, "")) for c in cols])
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
 def _print_summary(rows: list[dict]) -> None:
     table = Table(title="Grounding documents per snapshot")
     for col in (

@@ -31,13 +31,13 @@ def code_version(*packages: str) -> str:
     """Digest of the source files of the given packages (part of every cache key)."""
     h = hashlib.sha256()
     for pkg in packages:
-        for path in sorted((ROOT / pkg).rglob("*.py")):
+        for path in sorted(p for p in (ROOT / pkg).rglob("*") if p.suffix in (".py", ".md") and p.is_file()):
             h.update(path.relative_to(ROOT).as_posix().encode())
             h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
 
-def _mirror_digest(cfg: FrameConfig) -> str:
+def mirror_digest(cfg: FrameConfig) -> str:
     """Mirror fetches are keyed on the MANIFESTs too: an edited mirror is fetched again."""
     if cfg.source.mode != "mirror" or cfg.source.mirror is None:
         return "live"
@@ -99,37 +99,54 @@ def convert_paper_task(raw: RawFile, code: str) -> Grounded:
     return ground_source(read_raw(raw), raw.location, kind="arxiv", meta=meta)
 
 
+def ground_snapshot(
+    cfg: FrameConfig, domain: EdgarDomain | ArxivDomain, snapshot: str, code: str, source_digest: str
+) -> dict:
+    """fetch -> clean -> split -> convert for one snapshot; writes data/grounding/<domain>/<snapshot>/."""
+    raws = fetch_task(cfg, domain, snapshot, source_digest, code)
+    parts: list[Grounded] = []
+    for raw in raws:
+        if isinstance(domain, EdgarDomain):
+            clean = clean_task(raw, code)
+            sections = split_task(clean, code)
+            parts.append(convert_filing_task(raw, clean, sections, domain.form, code))
+        else:
+            parts.append(convert_paper_task(raw, code))
+    grounded = merge_grounded(parts)
+    out = write_grounding(grounded, Path(cfg.build.data_dir) / "grounding" / domain.name / snapshot)
+    docs = grounded.documents
+    return {
+        "snapshot": snapshot,
+        "sources": len(raws),
+        "documents": len(docs),
+        "tables": sum(d.tables for d in docs),
+        "images": sum(d.images for d in docs),
+        "tokens": sum(d.tokens for d in docs),
+        "path": str(out),
+        "digest": grounding_digest(grounded),
+        "raw": [r.model_dump(mode="json") for r in raws],
+    }
+
+
+def grounding_digest(grounded: Grounded) -> str:
+    """Content digest of a grounding set: what downstream cache keys depend on (not its path)."""
+    h = hashlib.sha256()
+    for d in grounded.documents:
+        h.update(d.model_dump_json().encode())
+        h.update(grounded.markdown[d.file].encode())
+    return h.hexdigest()
+
+
 @flow(name="ground", log_prints=True)
 def ground_domain(cfg: FrameConfig, domain_name: str) -> dict:
     """Ground every snapshot of one domain into data/grounding/<domain>/<snapshot>/."""
     log = get_run_logger()
     domain = cfg.domain(domain_name)
     code = code_version("tasks", "schemas")
-    digest = _mirror_digest(cfg)
-    out_root = Path(cfg.build.data_dir) / "grounding" / domain.name
+    digest = mirror_digest(cfg)
     rows = []
     for snapshot in domain.snapshots:
-        raws = fetch_task(cfg, domain, snapshot, digest, code)
-        parts: list[Grounded] = []
-        for raw in raws:
-            if isinstance(domain, EdgarDomain):
-                clean = clean_task(raw, code)
-                sections = split_task(clean, code)
-                parts.append(convert_filing_task(raw, clean, sections, domain.form, code))
-            else:
-                parts.append(convert_paper_task(raw, code))
-        grounded = merge_grounded(parts)
-        out = write_grounding(grounded, out_root / snapshot)
-        docs = grounded.documents
-        row = {
-            "snapshot": snapshot,
-            "sources": len(raws),
-            "documents": len(docs),
-            "tables": sum(d.tables for d in docs),
-            "images": sum(d.images for d in docs),
-            "tokens": sum(d.tokens for d in docs),
-            "path": str(out),
-        }
+        row = ground_snapshot(cfg, domain, snapshot, code, digest)
         log.info(
             "grounded %s %s: %d documents, %d tokens", domain.name, snapshot, row["documents"], row["tokens"]
         )

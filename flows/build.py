@@ -1,0 +1,275 @@
+"""The `build` flow: fetch -> ground -> synthesize per snapshot -> instances -> release.
+
+Domains run in parallel (ThreadPoolTaskRunner); within a domain, snapshots run in order because a
+form-restricted structure adapts the previous snapshot's. Every step is a cached task (inputs +
+task source + code digest), so a rebuild with nothing changed recomputes nothing and makes no LLM
+call, and `frame rerun` recomputes exactly one step and what depends on it (`refresh`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from flows.ground import CACHE, code_version, ground_snapshot, mirror_digest
+from schemas.config import ArxivDomain, EdgarDomain, FrameConfig, LLMSettings
+from schemas.structure import ReportStructure, structure_json
+from tasks.ground.load import load_grounding_set
+from tasks.ground.tokens import count_tokens
+from tasks.instances import report_shape
+from tasks.llm import make_backend
+from tasks.llm.backend import StepContext
+from tasks.synthesize.fill import FillResult, fill_report
+from tasks.synthesize.outline import render_outline
+from tasks.synthesize.questions import augment_questions
+from tasks.synthesize.structure import synthesize_structure
+from tasks.synthesize.validate import GoldValidation, validate_gold
+
+GROUND_STEPS = ("fetch", "clean", "split", "convert")
+SYNTH_STEPS = ("structure", "questions", "outline", "fill", "validate")
+STEPS = GROUND_STEPS + SYNTH_STEPS
+# Steps whose output feeds the next snapshot (the form-restricted structure adapts R_t's structure).
+_CARRIES_FORWARD = set(GROUND_STEPS) | {"structure", "questions"}
+
+
+def refresh_keys(domain: EdgarDomain | ArxivDomain, snapshot: str, step: str) -> list[str]:
+    """The (domain|snapshot|step) keys to recompute when `step` of `snapshot` is rerun."""
+    if step not in STEPS:
+        raise ValueError(f"unknown step {step!r}; steps: {', '.join(STEPS)}")
+    snaps = domain.snapshots
+    keys = [f"{domain.name}|{snapshot}|{s}" for s in STEPS[STEPS.index(step) :]]
+    if step in _CARRIES_FORWARD:
+        for later in snaps[snaps.index(snapshot) + 1 :]:
+            keys += [f"{domain.name}|{later}|{s}" for s in SYNTH_STEPS]
+    return keys
+
+
+def _llm_cache_dir(cfg: FrameConfig) -> Path:
+    return Path(cfg.build.data_dir) / "cache"
+
+
+def _ctx(d: dict) -> StepContext:
+    return StepContext(d["domain"], d["snapshot"], d["category"], d["source_kind"])
+
+
+@task(name="structure", cache_policy=CACHE, persist_result=True)
+def structure_task(
+    llm: LLMSettings,
+    cache_dir: str,
+    gset_path: str,
+    gset_digest: str,
+    prev: ReportStructure | None,
+    ctx: dict,
+    code: str,
+) -> ReportStructure:
+    backend = make_backend(llm, Path(cache_dir))
+    return synthesize_structure(backend, load_grounding_set(gset_path), prev, _ctx(ctx))
+
+
+@task(name="questions", cache_policy=CACHE, persist_result=True)
+def questions_task(
+    llm: LLMSettings,
+    cache_dir: str,
+    structure: ReportStructure,
+    gset_path: str,
+    gset_digest: str,
+    prev: ReportStructure | None,
+    ctx: dict,
+    code: str,
+) -> ReportStructure:
+    backend = make_backend(llm, Path(cache_dir))
+    return augment_questions(backend, structure, load_grounding_set(gset_path), prev, _ctx(ctx))
+
+
+@task(name="outline", cache_policy=CACHE, persist_result=True)
+def outline_task(structure: ReportStructure, code: str) -> str:
+    return render_outline(structure)
+
+
+@task(name="fill", cache_policy=CACHE, persist_result=True)
+def fill_task(
+    llm: LLMSettings,
+    cache_dir: str,
+    outline: str,
+    structure: ReportStructure,
+    gset_path: str,
+    gset_digest: str,
+    ctx: dict,
+    code: str,
+) -> FillResult:
+    backend = make_backend(llm, Path(cache_dir))
+    # Per-element retrieval keeps every call far below the context window (never a silent cut).
+    budget = 1500 if llm.backend == "offline" else max(1000, min(12_000, llm.context_tokens // 4))
+    return fill_report(
+        backend, outline, structure, load_grounding_set(gset_path), _ctx(ctx), budget_tokens=budget
+    )
+
+
+@task(name="validate", cache_policy=CACHE, persist_result=True)
+def validate_task(
+    filled: FillResult, outline: str, gset_path: str, gset_digest: str, code: str
+) -> GoldValidation:
+    return validate_gold(filled.report, outline, filled.contents, load_grounding_set(gset_path))
+
+
+def _write_json_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+def _save_report_files(
+    folder: Path, structure: ReportStructure, outline: str, filled: FillResult, check: GoldValidation
+) -> None:
+    """data/reports/<domain>/<snapshot>/: what a person opens to inspect one gold report."""
+    _write_json_atomic(folder / "structure.json", structure_json(structure) + "\n")
+    _write_json_atomic(folder / "outline.md", outline)
+    _write_json_atomic(folder / "report.md", filled.report)
+    _write_json_atomic(
+        folder / "validation.json",
+        json.dumps(
+            {
+                "skeleton_equal": check.skeleton_equal,
+                "placeholders_left": check.placeholders_left,
+                "numbers_total": check.numbers_total,
+                "numbers_supported": check.numbers_supported,
+                "support_rate": check.support_rate,
+                "unsupported": check.unsupported,
+                "evidence": filled.evidence,
+            },
+            indent=1,
+            sort_keys=True,
+        )
+        + "\n",
+    )
+
+
+@task(name="build-domain", cache_policy=NO_CACHE, persist_result=False)
+def build_domain_task(cfg: FrameConfig, domain_name: str, refresh: list[str]) -> dict:
+    """Every snapshot of one domain: ground, then structure -> questions -> outline -> fill -> validate."""
+    log = get_run_logger()
+    domain = cfg.domain(domain_name)
+    code = code_version("tasks", "schemas", "prompts")
+    digest = mirror_digest(cfg)
+    llm = cfg.llm.resolved()
+    cache_dir = str(_llm_cache_dir(cfg))
+    kind = "edgar" if isinstance(domain, EdgarDomain) else "arxiv"
+
+    def step(t, name: str, snapshot: str):
+        return t.with_options(refresh_cache=f"{domain.name}|{snapshot}|{name}" in refresh)
+
+    prev: ReportStructure | None = None
+    snapshots = []
+    for snap in domain.snapshots:
+        g = ground_snapshot(
+            cfg,
+            domain,
+            snap,
+            code,
+            digest,
+            refresh=[k.split("|")[2] for k in refresh if k.startswith(f"{domain.name}|{snap}|")],
+        )
+        ctx = {"domain": domain.name, "snapshot": snap, "category": domain.category, "source_kind": kind}
+        structure = step(structure_task, "structure", snap)(
+            llm, cache_dir, g["path"], g["digest"], prev, ctx, code
+        )
+        structure = step(questions_task, "questions", snap)(
+            llm, cache_dir, structure, g["path"], g["digest"], prev, ctx, code
+        )
+        outline = step(outline_task, "outline", snap)(structure, code)
+        filled = step(fill_task, "fill", snap)(
+            llm, cache_dir, outline, structure, g["path"], g["digest"], ctx, code
+        )
+        check = step(validate_task, "validate", snap)(filled, outline, g["path"], g["digest"], code)
+        if not check.ok:
+            raise RuntimeError(
+                f"gold report {domain.name} {snap}: skeleton differs from the outline or "
+                f"{check.placeholders_left} placeholder(s) left"
+            )
+        _save_report_files(
+            Path(cfg.build.data_dir) / "reports" / domain.name / snap, structure, outline, filled, check
+        )
+        log.info(
+            "%s %s: gold report %d tokens, numeric support %.3f (%d/%d)",
+            domain.name,
+            snap,
+            count_tokens(filled.report),
+            check.support_rate,
+            check.numbers_supported,
+            check.numbers_total,
+        )
+        snapshots.append(
+            {
+                "snapshot": snap,
+                "ground": g,
+                "structure": structure,
+                "outline": outline,
+                "report": filled.report,
+                "validation": check,
+            }
+        )
+        prev = structure
+    return {"domain": domain.name, "category": domain.category, "kind": kind, "snapshots": snapshots}
+
+
+def report_row(domain: dict, snap: dict) -> dict:
+    structure: ReportStructure = snap["structure"]
+    check: GoldValidation = snap["validation"]
+    prov = structure.provenance[-1] if structure.provenance else None
+    return {
+        "report_id": f"{domain['domain']}/{snap['snapshot']}",
+        "domain": domain["domain"],
+        "category": domain["category"],
+        "snapshot": snap["snapshot"],
+        "markdown": snap["report"],
+        "outline": snap["outline"],
+        "tokens": count_tokens(snap["report"]),
+        **report_shape(snap["report"]),
+        "backend": prov.backend if prov else "offline",
+        "model": prov.model if prov else "",
+        "form_restricted": structure.form_restricted,
+        "numbers_total": check.numbers_total,
+        "numbers_supported": check.numbers_supported,
+        "support_rate": check.support_rate,
+        "unsupported_json": json.dumps(check.unsupported, sort_keys=True),
+        "placeholders_left": check.placeholders_left,
+        "skeleton_equal": check.skeleton_equal,
+    }
+
+
+def config_digest(cfg: FrameConfig) -> str:
+    return hashlib.sha256(cfg.model_dump_json().encode()).hexdigest()
+
+
+@flow(name="build", log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=2))
+def build(cfg: FrameConfig, domains: list[str], refresh: list[str] | None = None) -> list[dict]:
+    """Build every domain (in parallel); returns one result per domain: ok with its data, or failed."""
+    refresh = refresh or []
+    futures = {name: build_domain_task.submit(cfg, name, refresh) for name in domains}
+    results = []
+    for name, fut in futures.items():
+        fut.wait()
+        state = fut.state
+        domain = cfg.domain(name)
+        if state.is_completed():
+            results.append({"status": "ok", **fut.result()})
+        else:
+            exc = state.result(raise_on_failure=False)
+            msg = str(exc).splitlines()[0] if isinstance(exc, Exception) and str(exc) else str(state)
+            results.append({"status": "failed", "domain": name, "category": domain.category, "error": msg})
+    return results
+
+
+def clear_folder(path: Path) -> None:
+    if path.exists():
+        shutil.rmtree(path)

@@ -1,0 +1,139 @@
+"""Assemble a release from a build's results: parquet tables, manifest, dataset card (SPEC §6)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from tasks.release.card import render_card
+from tasks.release.write import write_release
+
+from flows.build import config_digest, report_row
+from flows.ground import ROOT, code_version
+from schemas.config import FrameConfig
+from schemas.structure import structure_json
+from tasks.ground.load import load_grounding_set
+from tasks.instances import category_stats, make_instances
+
+
+def prompt_hashes() -> dict[str, str]:
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted((ROOT / "prompts").glob("*.md"))
+    }
+
+
+def created_at() -> str:
+    # Reproducible builds set SOURCE_DATE_EPOCH; otherwise the release records when it was made.
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    when = dt.datetime.fromtimestamp(int(epoch), dt.UTC) if epoch else dt.datetime.now(dt.UTC)
+    return when.replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def release_tables(results: list[dict]) -> tuple[dict[str, list[dict]], list[dict]]:
+    tables: dict[str, list[dict]] = {
+        k: [] for k in ("instances", "grounding_documents", "reports", "structures", "facts")
+    }
+    sources: dict[str, str] = {}
+    for dom in results:
+        if dom["status"] != "ok":
+            continue
+        reports, grounding = {}, {}
+        for snap in dom["snapshots"]:
+            t = snap["snapshot"]
+            row = report_row(dom, snap)
+            reports[t] = row
+            tables["reports"].append(row)
+            structure = snap["structure"]
+            tables["structures"].append(
+                {
+                    "report_id": row["report_id"],
+                    "domain": dom["domain"],
+                    "snapshot": t,
+                    "form_restricted": structure.form_restricted,
+                    "structure_json": structure_json(structure),
+                    "backend": row["backend"],
+                    "model": row["model"],
+                    "prompt_hashes_json": json.dumps(
+                        sorted(
+                            {p.role: p.prompt_sha256 for p in structure.provenance if p.prompt_sha256}.items()
+                        )
+                    ),
+                }
+            )
+            gset = load_grounding_set(snap["ground"]["path"], with_facts=False)
+            grounding[t] = [d.doc_id for d in gset.documents]
+            for d in gset.documents:
+                tables["grounding_documents"].append(
+                    {
+                        "grounding_set_id": f"{dom['domain']}/{t}",
+                        "domain": dom["domain"],
+                        "snapshot": t,
+                        "doc_id": d.doc_id,
+                        "title": d.title,
+                        "kind": d.kind,
+                        "tokens": d.tokens,
+                        "tables": d.tables,
+                        "images": d.images,
+                        "source_sha256": d.source_sha256,
+                        "source_kind": d.source_kind,
+                        "markdown": gset.texts[d.doc_id],
+                        "metadata_json": json.dumps(d.metadata, sort_keys=True, default=str),
+                    }
+                )
+            facts_path = Path(snap["ground"]["path"]) / "facts.parquet"
+            if facts_path.is_file():
+                for f in pq.read_table(facts_path).to_pylist():
+                    tables["facts"].append({"domain": dom["domain"], "snapshot": t, **f})
+            for raw in snap["ground"]["raw"]:
+                sources[raw["location"]] = raw["sha256"]
+        snaps = [s["snapshot"] for s in dom["snapshots"]]
+        tables["instances"] += make_instances(dom["category"], dom["domain"], snaps, reports, grounding)
+    source_list = [{"path_or_url": k, "sha256": v} for k, v in sorted(sources.items())]
+    return tables, source_list
+
+
+def publish(cfg: FrameConfig, results: list[dict], name: str, version: str) -> tuple[Path, list[dict]]:
+    tables, sources = release_tables(results)
+    reports = {r["report_id"]: r for r in tables["reports"]}
+    gsets: dict[str, list[dict]] = {}
+    for d in tables["grounding_documents"]:
+        gsets.setdefault(d["grounding_set_id"], []).append(d)
+    stats = category_stats(tables["instances"], reports, gsets)
+    tables["stats"] = stats
+    backends = sorted({(r["backend"], r["model"]) for r in tables["reports"]})
+    manifest = {
+        "name": name,
+        "version": version,
+        "created_at": created_at(),
+        "config_sha256": config_digest(cfg),
+        "code_version": code_version("tasks", "schemas", "prompts"),
+        "prompt_hashes": prompt_hashes(),
+        "backends": [{"backend": b, "model": m} for b, m in backends],
+        "sources": sources,
+    }
+    notes = {"limits": _limits(backends)}
+    path = write_release(
+        Path(cfg.build.data_dir) / "releases",
+        name,
+        version,
+        tables,
+        manifest,
+        lambda m: render_card(m, stats, notes),
+    )
+    return path, stats
+
+
+def _limits(backends: list[tuple[str, str]]) -> list[str]:
+    limits = []
+    if any(b == "offline" for b, _ in backends):
+        limits.append(
+            "Gold reports were written by the offline backend: extractive baselines assembled from "
+            "retrieved grounding passages, not LLM-written reports. Build with an LLM endpoint "
+            '([llm] backend = "openai") for benchmark-grade gold reports.'
+        )
+    limits.append("Snapshots are ordered in time but not always consecutive periods or windows.")
+    return limits

@@ -1,0 +1,49 @@
+"""Gold report filling: each placeholder is filled from the passages of G retrieved for it.
+
+Grounding sets are usually larger than one prompt should carry, so filling is explicitly
+per-element retrieval within a token budget (`budget_tokens`); passages are never cut mid-way and
+the budget used is recorded per element.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from schemas.structure import ReportStructure
+from tasks.ground.load import GroundingSet
+from tasks.llm.backend import Backend, StepContext
+from tasks.synthesize.outline import fill_placeholders, find_placeholders
+from tasks.synthesize.retrieve import RetrievalIndex
+
+
+@dataclass
+class FillResult:
+    report: str
+    contents: dict[str, str]  # node id -> content
+    evidence: dict[str, list[str]]  # node id -> doc_ids of the passages given to the backend
+    passage_tokens: dict[str, int]
+
+
+def fill_report(
+    backend: Backend,
+    outline: str,
+    structure: ReportStructure,
+    gset: GroundingSet,
+    ctx: StepContext,
+    budget_tokens: int = 1500,
+    k: int = 8,
+) -> FillResult:
+    index = RetrievalIndex(gset)
+    contents: dict[str, str] = {}
+    evidence: dict[str, list[str]] = {}
+    used: dict[str, int] = {}
+    for ph in find_placeholders(outline):
+        node = structure.find(ph.id)
+        passages = index.search(node, structure, budget_tokens=budget_tokens, k=k)
+        content = backend.fill(node, structure, passages, ctx)
+        if "<!-- FILL" in content:
+            raise ValueError(f"fill for {node.id} left a placeholder")
+        contents[node.id] = content
+        evidence[node.id] = [p.doc_id for p in passages]
+        used[node.id] = sum(p.tokens for p in passages)
+    return FillResult(fill_placeholders(outline, contents), contents, evidence, used)
