@@ -21,8 +21,10 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+DEMO_VERSION ?= 0.1.0
+
 demo: $(STAMP)
-	$(BIN)/frame ground-domains --config configs/demo.toml
+	$(BIN)/frame build --config configs/demo.toml --release demo --version $(DEMO_VERSION)
 
 test: $(STAMP)
 	$(BIN)/ruff check .

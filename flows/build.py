@@ -20,7 +20,8 @@ from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.ground import CACHE, code_version, ground_snapshot, mirror_digest
-from schemas.config import ArxivDomain, EdgarDomain, FrameConfig, LLMSettings
+from flows.steps import STEPS, SYNTH_STEPS, refresh_keys  # noqa: F401  (re-exported)
+from schemas.config import EdgarDomain, FrameConfig, LLMSettings
 from schemas.structure import ReportStructure, structure_json
 from tasks.ground.load import load_grounding_set
 from tasks.ground.tokens import count_tokens
@@ -32,24 +33,6 @@ from tasks.synthesize.outline import render_outline
 from tasks.synthesize.questions import augment_questions
 from tasks.synthesize.structure import synthesize_structure
 from tasks.synthesize.validate import GoldValidation, validate_gold
-
-GROUND_STEPS = ("fetch", "clean", "split", "convert")
-SYNTH_STEPS = ("structure", "questions", "outline", "fill", "validate")
-STEPS = GROUND_STEPS + SYNTH_STEPS
-# Steps whose output feeds the next snapshot (the form-restricted structure adapts R_t's structure).
-_CARRIES_FORWARD = set(GROUND_STEPS) | {"structure", "questions"}
-
-
-def refresh_keys(domain: EdgarDomain | ArxivDomain, snapshot: str, step: str) -> list[str]:
-    """The (domain|snapshot|step) keys to recompute when `step` of `snapshot` is rerun."""
-    if step not in STEPS:
-        raise ValueError(f"unknown step {step!r}; steps: {', '.join(STEPS)}")
-    snaps = domain.snapshots
-    keys = [f"{domain.name}|{snapshot}|{s}" for s in STEPS[STEPS.index(step) :]]
-    if step in _CARRIES_FORWARD:
-        for later in snaps[snaps.index(snapshot) + 1 :]:
-            keys += [f"{domain.name}|{later}|{s}" for s in SYNTH_STEPS]
-    return keys
 
 
 def _llm_cache_dir(cfg: FrameConfig) -> Path:
@@ -248,7 +231,8 @@ def report_row(domain: dict, snap: dict) -> dict:
 
 
 def config_digest(cfg: FrameConfig) -> str:
-    return hashlib.sha256(cfg.model_dump_json().encode()).hexdigest()
+    """What was built and how; where the data folder lives is not part of a release's identity."""
+    return hashlib.sha256(cfg.model_dump_json(exclude={"build": {"data_dir"}}).encode()).hexdigest()
 
 
 @flow(name="build", log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=2))

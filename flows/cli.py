@@ -151,7 +151,7 @@ def _prefect_session(cfg) -> None:
     from flows.settings import configure_prefect, route_prefect_console
 
     configure_prefect(cfg.build.data_dir)
-    import prefect  # noqa: F401  (sets up Prefect's logging, which the next call re-routes)
+    import flows.build  # noqa: F401  (imports Prefect, which sets up the logging re-routed below)
 
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     route_prefect_console(cfg.build.data_dir / "logs" / f"build-{stamp}.log")
@@ -256,7 +256,7 @@ def rerun_cmd(
     config: Annotated[Path, typer.Option("--config", help="TOML build config")] = Path("configs/demo.toml"),
 ) -> None:
     """Recompute one step of one snapshot and every step that depends on it (the rest from cache)."""
-    from flows.build import STEPS, refresh_keys
+    from flows.steps import STEPS, refresh_keys
     from schemas.config import load_config
 
     try:
@@ -277,7 +277,8 @@ def rerun_cmd(
     if r["status"] != "ok":
         print(f"frame: error: domain {r['domain']}: {r['error']}", file=sys.stderr)
         raise typer.Exit(1)
-    print(f"recomputed: {', '.join(k.split('|', 1)[1] for k in keys)}")
+    steps = ", ".join("/".join(k.split("|")[1:]) for k in keys)
+    print(f"recomputed {dom.name}: {steps}")
 
 
 @release_app.command("verify")

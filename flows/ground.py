@@ -12,8 +12,8 @@ from functools import cache
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
-from prefect.cache_policies import INPUTS, TASK_SOURCE
 
+from flows.caching import STABLE
 from schemas.config import ArxivDomain, EdgarDomain, FrameConfig
 from schemas.sources import RawFile
 from tasks.errors import FrameInputError
@@ -22,7 +22,7 @@ from tasks.ground.documents import Grounded, ground_filing, ground_source, merge
 from tasks.ground.ixbrl import CleanFiling, clean_filing
 from tasks.ground.split import FilingSection, split_filing
 
-CACHE = INPUTS + TASK_SOURCE
+CACHE = STABLE
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -100,18 +100,29 @@ def convert_paper_task(raw: RawFile, code: str) -> Grounded:
 
 
 def ground_snapshot(
-    cfg: FrameConfig, domain: EdgarDomain | ArxivDomain, snapshot: str, code: str, source_digest: str
+    cfg: FrameConfig,
+    domain: EdgarDomain | ArxivDomain,
+    snapshot: str,
+    code: str,
+    source_digest: str,
+    refresh: list[str] | tuple[str, ...] = (),
 ) -> dict:
-    """fetch -> clean -> split -> convert for one snapshot; writes data/grounding/<domain>/<snapshot>/."""
-    raws = fetch_task(cfg, domain, snapshot, source_digest, code)
+    """fetch -> clean -> split -> convert for one snapshot; writes data/grounding/<domain>/<snapshot>/.
+
+    `refresh` names steps to recompute even when cached (`frame rerun`)."""
+
+    def step(t, name: str):
+        return t.with_options(refresh_cache=True) if name in refresh else t
+
+    raws = step(fetch_task, "fetch")(cfg, domain, snapshot, source_digest, code)
     parts: list[Grounded] = []
     for raw in raws:
         if isinstance(domain, EdgarDomain):
-            clean = clean_task(raw, code)
-            sections = split_task(clean, code)
-            parts.append(convert_filing_task(raw, clean, sections, domain.form, code))
+            clean = step(clean_task, "clean")(raw, code)
+            sections = step(split_task, "split")(clean, code)
+            parts.append(step(convert_filing_task, "convert")(raw, clean, sections, domain.form, code))
         else:
-            parts.append(convert_paper_task(raw, code))
+            parts.append(step(convert_paper_task, "convert")(raw, code))
     grounded = merge_grounded(parts)
     out = write_grounding(grounded, Path(cfg.build.data_dir) / "grounding" / domain.name / snapshot)
     docs = grounded.documents

@@ -108,19 +108,19 @@ STATS_SCHEMA = pa.schema(
     [
         pa.field("category", pa.string(), nullable=False),
         pa.field("instances", pa.int64(), nullable=False),
-        # G: per instance totals over its grounding documents, averaged over the category's instances
+        # all float64. G: per instance totals over its grounding documents, averaged over the
+        # category's instances (max: the largest instance); S: the sample report; Y: the target report
         pa.field("g_files_mean", pa.float64()),
         pa.field("g_tokens_mean", pa.float64()),
-        pa.field("g_tokens_max", pa.int64()),
+        pa.field("g_tokens_max", pa.float64()),
         pa.field("g_tables_mean", pa.float64()),
         pa.field("g_images_mean", pa.float64()),
-        # S: the sample report; Y: the target report
         pa.field("s_tokens_mean", pa.float64()),
-        pa.field("s_tokens_max", pa.int64()),
+        pa.field("s_tokens_max", pa.float64()),
         pa.field("s_sections_mean", pa.float64()),
         pa.field("s_tables_mean", pa.float64()),
         pa.field("y_tokens_mean", pa.float64()),
-        pa.field("y_tokens_max", pa.int64()),
+        pa.field("y_tokens_max", pa.float64()),
         pa.field("y_sections_mean", pa.float64()),
         pa.field("y_tables_mean", pa.float64()),
     ]

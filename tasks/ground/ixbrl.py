@@ -208,9 +208,6 @@ def _plain_number(text: str) -> Decimal | None:
 def extract_facts(root: etree._Element) -> list[Fact]:
     contexts = _contexts(root)
     units = _units(root)
-    hidden_ids = set()
-    for hidden in root.iter(f"{{{IX}}}hidden"):
-        hidden_ids.update(id(e) for e in hidden.iter())
     facts: list[Fact] = []
     for el in root.iter(f"{{{IX}}}nonFraction", f"{{{IX}}}nonNumeric"):
         kind = etree.QName(el).localname
@@ -238,7 +235,8 @@ def extract_facts(root: etree._Element) -> list[Fact]:
                 format=fmt,
                 displayed_text=displayed,
                 value=value,
-                hidden=id(el) in hidden_ids,
+                # By ancestry, not by id(): lxml proxies are transient and their ids get reused.
+                hidden=next(el.iterancestors(f"{{{IX}}}hidden"), None) is not None,
             )
         )
     return facts

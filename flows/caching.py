@@ -1,0 +1,64 @@
+"""A cache key that is the same in every process for the same inputs and task code.
+
+Prefect's INPUTS policy hashes some objects through cloudpickle, whose bytes can differ between
+processes for equal pydantic models and dataclasses (e.g. a model rebuilt from a cached result
+versus a freshly computed one), so a later `frame rerun` could miss every cache entry. Here inputs
+are reduced to canonical JSON first: models by their fields, dataclasses by their fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import inspect
+import json
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Any
+
+from prefect.cache_policies import CachePolicy
+from pydantic import BaseModel
+
+
+def canonical(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return {"__model__": type(value).__name__, **value.model_dump(mode="json")}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            "__dataclass__": type(value).__name__,
+            **{f.name: canonical(getattr(value, f.name)) for f in dataclasses.fields(value)},
+        }
+    if isinstance(value, dict):
+        return {str(k): canonical(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        items = [canonical(v) for v in value]
+        return sorted(items, key=json.dumps) if isinstance(value, set | frozenset) else items
+    if isinstance(value, PurePath):
+        return str(value)
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    raise TypeError(f"cannot build a stable cache key from {type(value).__name__}")
+
+
+@dataclass
+class StableInputsAndSource(CachePolicy):
+    """Key = sha256(task name, task function source, canonical JSON of the inputs)."""
+
+    def compute_key(self, task_ctx, inputs, flow_parameters, **kwargs: Any) -> str | None:
+        if task_ctx is None:
+            return None
+        fn = task_ctx.task.fn
+        payload = json.dumps(
+            canonical(dict(sorted((inputs or {}).items()))),
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
+        h = hashlib.sha256()
+        for part in (task_ctx.task.name, inspect.getsource(fn), payload):
+            h.update(part.encode("utf-8"))
+            h.update(b"\0")
+        return h.hexdigest()
+
+
+STABLE = StableInputsAndSource()

@@ -1,0 +1,594 @@
+"""JSON calls to any OpenAI-compatible endpoint: validated, retried, cached, rate-limited.
+
+`LLMClient.complete_json` sends one chat request for one role and returns the reply parsed and
+validated against that role's pydantic schema:
+
+* cache first: a request already answered (same role, model, messages, parameters) is read
+  from the response cache and costs no HTTP call;
+* JSON mode (`response_format={"type": "json_object"}`); an endpoint that rejects it with HTTP
+  400 is asked once more without it, and the client remembers not to send it again;
+* transient failures (429, 408/409, 5xx, timeouts, connection errors) are retried with
+  exponential backoff and full jitter (tenacity), honouring `Retry-After`; when retries run out
+  the step fails with `LLMTransientError`;
+* invalid replies (not JSON, schema violations, a failed extra `check`, truncated output, no
+  choices) get a corrective follow-up naming the problem, up to `invalid_retries` times; then
+  the step fails with `LLMOutputError`;
+* only validated replies are cached, so rerunning a failed step asks the server again;
+* a process-wide semaphore (per endpoint) bounds the number of concurrent HTTP requests.
+
+The API key is read from the environment variable named by `settings.api_key_env`; it is never
+written to the cache, logs or exception messages (any text that reaches those is scrubbed).
+All errors raised here are one line naming role, domain and snapshot.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import openai
+from pydantic import BaseModel, ValidationError
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+from schemas.config import LLMSettings
+from tasks.errors import FrameInputError
+from tasks.llm.backend import StepContext
+from tasks.llm.cache import CacheEntry, ResponseCache, embedding_hash, request_hash
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T", bound=BaseModel)
+
+JSON_MODE = {"type": "json_object"}
+EMBED_BATCH = 128
+ECHO_CHARS = 8000  # longest invalid reply echoed back verbatim in a corrective turn
+_REASON_CHARS = 240
+
+
+# ---------------------------------------------------------------------------------------- errors
+
+
+class LLMError(Exception):
+    """Base of the client's errors; the message is always one line."""
+
+
+class LLMOutputError(LLMError):
+    """The model kept returning unusable output (invalid JSON/schema, truncated, empty)."""
+
+
+class LLMTransientError(LLMError):
+    """The endpoint kept failing with retryable errors (429, 5xx, timeouts) until retries ran out."""
+
+
+class LLMRequestError(LLMError):
+    """The endpoint refused the request for a non-retryable reason (400, 401, 403, 404, ...)."""
+
+
+class InvalidOutput(Exception):
+    """A reply that cannot be used; `text` is the raw reply (None when there was none)."""
+
+    def __init__(self, reason: str, text: str | None = None, truncated: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.text = text
+        self.truncated = truncated
+
+
+# ---------------------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class LLMResult(Generic[T]):
+    value: T
+    text: str  # the raw reply that validated
+    prompt_tokens: int
+    completion_tokens: int
+    cached: bool
+    request_hash: str
+    model: str
+    attempts: int  # model replies it took (1 + corrective retries); transient retries not counted
+
+
+class LLMStats:
+    """Thread-safe counters of what the client actually spent (cache hits cost nothing)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.calls_made = 0  # HTTP requests sent (including failed and retried ones)
+        self.cache_hits = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+
+    def add(self, calls: int = 0, hits: int = 0, prompt: int = 0, completion: int = 0) -> None:
+        with self._lock:
+            self.calls_made += calls
+            self.cache_hits += hits
+            self.prompt_tokens += prompt
+            self.completion_tokens += completion
+
+    def as_dict(self) -> dict[str, int]:
+        with self._lock:
+            return {
+                "calls_made": self.calls_made,
+                "cache_hits": self.cache_hits,
+                "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens,
+            }
+
+    def __repr__(self) -> str:
+        return f"LLMStats({self.as_dict()})"
+
+
+# ------------------------------------------------------------------------- process-wide semaphores
+
+_SEMAPHORES: dict[tuple[str, int], threading.BoundedSemaphore] = {}
+_SEMAPHORES_LOCK = threading.Lock()
+
+
+def _semaphore(endpoint: str, limit: int) -> threading.BoundedSemaphore:
+    """One semaphore per (endpoint, limit) for the whole process, shared by all clients."""
+    with _SEMAPHORES_LOCK:
+        key = (endpoint, limit)
+        if key not in _SEMAPHORES:
+            _SEMAPHORES[key] = threading.BoundedSemaphore(limit)
+        return _SEMAPHORES[key]
+
+
+# -------------------------------------------------------------------------------- parsing helpers
+
+_FENCED = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\r?\n(.*?)```", re.S)
+
+
+def strip_fences(text: str) -> str:
+    """The JSON inside a reply: drops ```json fences and any chatter around one object."""
+    t = text.strip()
+    m = _FENCED.search(t)
+    if m:
+        t = m.group(1).strip()
+    elif t.startswith("```"):  # an opening fence whose closing fence was never written
+        t = t.split("\n", 1)[1].strip() if "\n" in t else ""
+    if t and t[0] not in "{[":
+        start, end = t.find("{"), t.rfind("}")
+        if start != -1 and end > start:
+            t = t[start : end + 1]
+    return t
+
+
+def summarise_validation(exc: ValidationError, limit: int = 3) -> str:
+    """The first `limit` errors as 'field.path: message'."""
+    errors = exc.errors(include_url=False)
+    parts = []
+    for err in errors[:limit]:
+        where = ".".join(str(p) for p in err.get("loc", ())) or "(top level)"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    more = f" (+{len(errors) - limit} more)" if len(errors) > limit else ""
+    return "; ".join(parts) + more
+
+
+def _one_line(text: str, limit: int = _REASON_CHARS) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def parse_reply(text: str, schema: type[T], check: Callable[[T], Any] | None = None) -> T:
+    """Parse and validate one reply; raises InvalidOutput with a short reason."""
+    body = strip_fences(text)
+    if not body:
+        raise InvalidOutput("the reply was empty", text)
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError as exc:
+        raise InvalidOutput(
+            f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})", text
+        ) from None
+    if not isinstance(data, dict):
+        raise InvalidOutput(f"expected one JSON object, got a JSON {type(data).__name__}", text)
+    try:
+        value = schema.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidOutput(f"does not match the required shape: {summarise_validation(exc)}", text) from None
+    if check is not None:
+        try:
+            check(value)
+        except ValidationError as exc:
+            raise InvalidOutput(summarise_validation(exc), text) from None
+        except ValueError as exc:
+            raise InvalidOutput(_one_line(str(exc) or type(exc).__name__), text) from None
+    return value
+
+
+def _echo(text: str) -> str:
+    """The invalid reply as sent back to the model (very long replies shortened, and marked so)."""
+    if len(text) <= ECHO_CHARS:
+        return text
+    return (
+        text[: ECHO_CHARS // 2]
+        + f"\n[... {len(text) - ECHO_CHARS} characters omitted ...]\n"
+        + text[-ECHO_CHARS // 2 :]
+    )
+
+
+def corrective_message(problem: InvalidOutput, max_tokens: int) -> str:
+    if problem.truncated:
+        return (
+            f"Your previous reply was cut off because it went past the output limit of {max_tokens} "
+            "tokens, so it could not be used. Answer again with one complete JSON object of the same "
+            "shape, written more concisely so that it fits."
+        )
+    return (
+        f"Your previous reply could not be used: {problem.reason}. Answer again with exactly one JSON "
+        "object that has the required shape, and nothing before or after it."
+    )
+
+
+# ----------------------------------------------------------------------------- transient handling
+
+
+def is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
+        return True
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in (408, 409, 429) or exc.status_code >= 500
+    return False
+
+
+def retry_after_seconds(exc: BaseException | None) -> float | None:
+    """Seconds the server asked us to wait (Retry-After / retry-after-ms), if it said."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class _Backoff:
+    """tenacity wait: Retry-After when the server sent one (capped), else full-jitter exponential."""
+
+    def __init__(self, initial: float, maximum: float) -> None:
+        self.maximum = maximum
+        self._jitter = wait_random_exponential(multiplier=initial, max=maximum)
+
+    def __call__(self, state) -> float:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        asked = retry_after_seconds(exc)
+        if asked is not None:
+            return min(asked, self.maximum)
+        return self._jitter(state)
+
+
+# ------------------------------------------------------------------------------------------ client
+
+
+class LLMClient:
+    """See the module docstring. One instance may be shared by many threads."""
+
+    def __init__(self, settings: LLMSettings, cache_dir, *, cache: ResponseCache | None = None) -> None:
+        self.settings = settings
+        secret = os.environ.get(settings.api_key_env, "").strip()
+        if not secret:
+            raise FrameInputError(
+                "llm.api_key_env", f"environment variable {settings.api_key_env} is not set"
+            )
+        self._secret = secret
+        self._openai = openai.OpenAI(
+            base_url=settings.base_url,
+            api_key=secret,
+            timeout=settings.timeout_s,
+            max_retries=0,  # retries are ours (tenacity), so they are counted and logged
+        )
+        self.cache = cache or ResponseCache(cache_dir)
+        self.stats = LLMStats()
+        self._sem = _semaphore(settings.base_url or "(default endpoint)", settings.concurrency)
+        self._json_mode = True  # cleared when the endpoint rejects response_format
+
+    def __repr__(self) -> str:
+        return f"LLMClient(base_url={self.settings.base_url!r}, model={self.settings.model!r})"
+
+    # -- helpers
+
+    def scrub(self, text: str) -> str:
+        """Remove the API key from any text that may end up in a log, error or file."""
+        text = str(text)
+        if self._secret and self._secret in text:
+            text = text.replace(self._secret, "[redacted]")
+        return text
+
+    @staticmethod
+    def where(role: str, ctx: StepContext | None) -> str:
+        if ctx is None:
+            return f"role {role}"
+        return f"role {role}, domain {ctx.domain}, snapshot {ctx.snapshot}"
+
+    def describe(self, exc: BaseException) -> str:
+        """Short, key-free, one-line description of an API error."""
+        if isinstance(exc, openai.APITimeoutError):
+            text = f"request timed out after {self.settings.timeout_s:g} s"
+        elif isinstance(exc, openai.APIConnectionError):
+            cause = exc.__cause__
+            text = f"connection failed ({type(cause).__name__ if cause else 'no response'})"
+        elif isinstance(exc, openai.APIStatusError):
+            body = exc.body
+            detail = ""
+            if isinstance(body, dict):
+                detail = str(body.get("message") or body.get("error") or "")
+            elif isinstance(body, str):
+                detail = body
+            text = f"HTTP {exc.status_code}" + (f" ({detail})" if detail else "")
+        else:
+            text = f"{type(exc).__name__}: {exc}"
+        return _one_line(self.scrub(text))
+
+    def _with_retries(self, fn: Callable[[], Any], role: str, ctx: StepContext | None) -> Any:
+        """Run one HTTP call, retrying transient failures; map errors to one-line LLM errors."""
+        s = self.settings
+        tries = s.transient_retries + 1
+
+        def before_sleep(state) -> None:
+            exc = state.outcome.exception()
+            log.warning(
+                "%s: transient error (%s), retry %d of %d in %.2f s",
+                self.where(role, ctx),
+                self.describe(exc),
+                state.attempt_number,
+                s.transient_retries,
+                state.next_action.sleep if state.next_action else 0.0,
+            )
+
+        retrying = Retrying(
+            stop=stop_after_attempt(tries),
+            wait=_Backoff(s.backoff_initial_s, s.backoff_max_s),
+            retry=retry_if_exception(is_transient),
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    return fn()
+        except openai.APIError as exc:
+            where, why = self.where(role, ctx), self.describe(exc)
+            if is_transient(exc):
+                raise LLMTransientError(
+                    f"{where}: endpoint still failing after {tries} tries: {why}"
+                ) from None
+            raise LLMRequestError(f"{where}: endpoint refused the request: {why}") from None
+        except openai.OpenAIError as exc:
+            raise LLMRequestError(f"{self.where(role, ctx)}: {self.describe(exc)}") from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- chat
+
+    def _params(self) -> dict[str, Any]:
+        s = self.settings
+        return {"temperature": s.temperature, "max_tokens": s.max_output_tokens, "response_format": JSON_MODE}
+
+    def _create(self, messages: list[dict[str, Any]]) -> Any:
+        """One chat completion (plus, once, the same request without response_format on a 400)."""
+        s = self.settings
+        kwargs: dict[str, Any] = {
+            "model": s.model,
+            "messages": messages,
+            "temperature": s.temperature,
+            "max_tokens": s.max_output_tokens,
+        }
+        with self._sem:
+            if self._json_mode:
+                self.stats.add(calls=1)
+                try:
+                    return self._openai.chat.completions.create(**kwargs, response_format=JSON_MODE)
+                except openai.BadRequestError as exc:
+                    log.warning(
+                        "endpoint rejected a request with response_format=json_object (%s); retrying "
+                        "once without it",
+                        self.describe(exc),
+                    )
+                self.stats.add(calls=1)
+                try:
+                    completion = self._openai.chat.completions.create(**kwargs)
+                except openai.BadRequestError:
+                    raise  # the 400 was about something else: keep JSON mode for later requests
+                log.warning("endpoint accepts requests without response_format: not sending it again")
+                self._json_mode = False
+                return completion
+            self.stats.add(calls=1)
+            return self._openai.chat.completions.create(**kwargs)
+
+    @staticmethod
+    def _reply_text(completion: Any) -> str:
+        choices = getattr(completion, "choices", None) or []
+        if not choices:
+            raise InvalidOutput("the response had no choices")
+        choice = choices[0]
+        content = getattr(choice.message, "content", None) if choice.message is not None else None
+        if choice.finish_reason == "length":
+            raise InvalidOutput(
+                "output truncated at the token limit (finish_reason=length)", content, truncated=True
+            )
+        if not content or not content.strip():
+            raise InvalidOutput("the reply was empty")
+        return content
+
+    def complete_json(
+        self,
+        role: str,
+        messages: Sequence[dict[str, Any]],
+        schema: type[T],
+        ctx: StepContext | None,
+        *,
+        check: Callable[[T], Any] | None = None,
+    ) -> LLMResult[T]:
+        """Ask for one JSON object and return it validated against `schema`.
+
+        `check` may apply further rules to the validated value: raising ValueError (pydantic's
+        ValidationError included) makes the reply invalid, like a schema violation.
+        """
+        s = self.settings
+        messages = [dict(m) for m in messages]
+        key = request_hash(role, s.model, messages, self._params())
+        entry = self.cache.get(key)
+        if entry is not None and entry.kind == "chat" and entry.text is not None:
+            try:
+                value = parse_reply(entry.text, schema, check)
+            except InvalidOutput as exc:
+                log.warning(
+                    "%s: cached reply %s no longer validates (%s); asking again",
+                    self.where(role, ctx),
+                    key[:12],
+                    exc.reason,
+                )
+            else:
+                self.stats.add(hits=1)
+                log.debug("%s: cache hit %s", self.where(role, ctx), key[:12])
+                return LLMResult(
+                    value=value,
+                    text=entry.text,
+                    prompt_tokens=entry.prompt_tokens,
+                    completion_tokens=entry.completion_tokens,
+                    cached=True,
+                    request_hash=key,
+                    model=entry.model,
+                    attempts=entry.attempts,
+                )
+
+        convo = list(messages)
+        max_attempts = s.invalid_retries + 1
+        prompt_tokens = completion_tokens = 0
+        model = s.model
+        reason = "no reply"
+        for attempt in range(1, max_attempts + 1):
+            completion = self._with_retries(lambda c=convo: self._create(c), role, ctx)
+            usage = getattr(completion, "usage", None)
+            p = int(getattr(usage, "prompt_tokens", 0) or 0)
+            c = int(getattr(usage, "completion_tokens", 0) or 0)
+            prompt_tokens += p
+            completion_tokens += c
+            self.stats.add(prompt=p, completion=c)
+            model = getattr(completion, "model", None) or model
+            try:
+                text = self._reply_text(completion)
+                value = parse_reply(text, schema, check)
+            except InvalidOutput as problem:
+                reason = self.scrub(problem.reason)
+                log.warning(
+                    "%s: invalid output on attempt %d of %d: %s",
+                    self.where(role, ctx),
+                    attempt,
+                    max_attempts,
+                    _one_line(reason),
+                )
+                if problem.text and not problem.truncated:
+                    convo = [*convo, {"role": "assistant", "content": _echo(problem.text)}]
+                convo = [
+                    *convo,
+                    {"role": "user", "content": corrective_message(problem, s.max_output_tokens)},
+                ]
+                continue
+            self.cache.put(
+                key,
+                CacheEntry(
+                    kind="chat",
+                    model=model,
+                    role=role,
+                    text=text,
+                    prompt_tokens=prompt_tokens,
+                    completion_tokens=completion_tokens,
+                    attempts=attempt,
+                ),
+            )
+            return LLMResult(
+                value=value,
+                text=text,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                cached=False,
+                request_hash=key,
+                model=model,
+                attempts=attempt,
+            )
+        raise LLMOutputError(
+            f"{self.where(role, ctx)}: invalid output after {max_attempts} attempts: {_one_line(reason)}"
+        )
+
+    # -- embeddings
+
+    def embed(
+        self, texts: Sequence[str], model: str, *, ctx: StepContext | None = None, role: str = "embed"
+    ) -> list[list[float]]:
+        """Embedding vectors for `texts` (order kept), cached per (model, text)."""
+        texts = list(texts)
+        keys = [embedding_hash(model, t) for t in texts]
+        found: dict[str, list[float]] = {}
+        missing: dict[str, str] = {}  # key -> text, first occurrence wins (duplicates asked once)
+        hits = 0
+        for key, text in zip(keys, texts, strict=True):
+            if key in found or key in missing:
+                continue
+            entry = self.cache.get(key)
+            if entry is not None and entry.kind == "embedding" and entry.embedding is not None:
+                found[key] = [float(x) for x in entry.embedding]
+                hits += 1
+            else:
+                missing[key] = text
+        self.stats.add(hits=hits)
+        pending = list(missing.items())
+        for start in range(0, len(pending), EMBED_BATCH):
+            batch = pending[start : start + EMBED_BATCH]
+            inputs = [t for _, t in batch]
+
+            def call(inputs=inputs) -> Any:
+                with self._sem:
+                    self.stats.add(calls=1)
+                    return self._openai.embeddings.create(input=inputs, model=model, encoding_format="float")
+
+            response = self._with_retries(call, role, ctx)
+            data = sorted(getattr(response, "data", None) or [], key=lambda d: d.index)
+            if len(data) != len(batch) or [d.index for d in data] != list(range(len(batch))):
+                raise LLMOutputError(
+                    f"{self.where(role, ctx)}: invalid embeddings response: asked for {len(batch)} "
+                    f"embeddings, got {len(data)}"
+                )
+            usage = getattr(response, "usage", None)
+            self.stats.add(prompt=int(getattr(usage, "prompt_tokens", 0) or 0))
+            for (key, _), item in zip(batch, data, strict=True):
+                vector = item.embedding
+                if not isinstance(vector, list) or not vector:
+                    raise LLMOutputError(
+                        f"{self.where(role, ctx)}: invalid embeddings response: embedding "
+                        f"{item.index} is not a list of floats (is encoding_format=float supported?)"
+                    )
+                vector = [float(x) for x in vector]
+                found[key] = vector
+                self.cache.put(
+                    key,
+                    CacheEntry(
+                        kind="embedding", model=getattr(response, "model", None) or model, embedding=vector
+                    ),
+                )
+        return [found[k] for k in keys]

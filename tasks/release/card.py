@@ -1,0 +1,245 @@
+"""The dataset card (README.md) of a release (SPEC §6).
+
+The card is part of the release content, so it is deterministic: it never shows created_at (that is
+in manifest.json) and orders everything it lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from schemas.release import TABLE_KEYS, ReleaseManifest
+
+CATEGORY_ORDER = ("financial_quarterly", "financial_annual", "academic_simple", "academic_complex")
+CATEGORY_LABELS = {
+    "financial_quarterly": "Financial, quarterly (10-Q)",
+    "financial_annual": "Financial, annual (10-K)",
+    "academic_simple": "Academic, simple",
+    "academic_complex": "Academic, complex",
+}
+TABLE_DESCRIPTIONS = {
+    "instances": "one row per instance (S, G, Y): sample and target report Markdown, grounding doc ids",
+    "grounding_documents": "the grounding documents G, one row per Markdown document",
+    "reports": "the gold reports R_t with their outline and validation results",
+    "structures": "the report structures (JSON trees) the gold reports were filled from",
+    "facts": "iXBRL facts of the filings: the ground truth for numeric checks",
+    "stats": "per-category statistics (the table below)",
+}
+MEAN_COLUMNS = (
+    ("g_files_mean", "G files"),
+    ("g_tokens_mean", "G tokens"),
+    ("g_tables_mean", "G tables"),
+    ("g_images_mean", "G images"),
+    ("s_tokens_mean", "S tokens"),
+    ("s_sections_mean", "S sections"),
+    ("s_tables_mean", "S tables"),
+    ("y_tokens_mean", "Y tokens"),
+    ("y_sections_mean", "Y sections"),
+    ("y_tables_mean", "Y tables"),
+)
+MAX_COLUMNS = (("g_tokens_max", "G tokens"), ("s_tokens_max", "S tokens"), ("y_tokens_max", "Y tokens"))
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _num(v: Any, decimals: int = 1) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return f"{float(v):,.{decimals}f}"
+
+
+def _category_key(cat: str) -> tuple[int, str]:
+    return (CATEGORY_ORDER.index(cat) if cat in CATEGORY_ORDER else len(CATEGORY_ORDER), cat)
+
+
+def _overall(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
+    n = sum(int(r.get("instances") or 0) for r in rows)
+    out: dict[str, Any] = {"category": "**all**", "instances": n}
+    for col, _ in MEAN_COLUMNS:
+        vals = [(r.get(col), int(r.get("instances") or 0)) for r in rows if r.get(col) is not None]
+        weight = sum(w for _, w in vals)
+        out[col] = sum(v * w for v, w in vals) / weight if weight else None
+    for col, _ in MAX_COLUMNS:
+        vals = [r[col] for r in rows if r.get(col) is not None]
+        out[col] = max(vals) if vals else None
+    return out
+
+
+def stats_markdown(stats_rows: list[Mapping[str, Any]]) -> str:
+    """Table 1 of the FRAME paper (000) as Markdown: means per instance, then the largest instance."""
+    if not stats_rows:
+        return "No statistics recorded.\n"
+    rows = sorted(stats_rows, key=lambda r: _category_key(str(r["category"])))
+    if len(rows) > 1:
+        rows = [*rows, _overall(rows)]
+
+    def label(r: Mapping[str, Any]) -> str:
+        return CATEGORY_LABELS.get(str(r["category"]), _cell(r["category"]))
+
+    head = ["Category", "Instances"] + [h for _, h in MEAN_COLUMNS]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for r in rows:
+        cells = [label(r), _num(r.get("instances"))] + [_num(r.get(c)) for c, _ in MEAN_COLUMNS]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Largest instance per category (tokens, `o200k_base`):", ""]
+    head = ["Category"] + [h for _, h in MAX_COLUMNS]
+    lines += ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for r in rows:
+        lines.append("| " + " | ".join([label(r)] + [_num(r.get(c), 0) for c, _ in MAX_COLUMNS]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _licenses(notes: Mapping[str, Any]) -> list[str]:
+    lines = [
+        "- **SEC EDGAR filings** (10-Q, 10-K) are public-domain US government filings: information on "
+        "sec.gov may be copied and redistributed. The grounding documents and facts derived from them "
+        "are redistributed on that basis.",
+        "- **arXiv papers** keep their own licenses (the license each author chose on arXiv); the "
+        "grounding documents derived from a paper are under that paper's license.",
+    ]
+    arxiv = notes.get("arxiv_licenses") or {}
+    if isinstance(arxiv, Mapping):
+        arxiv = [{"id": k, "license": v} for k, v in arxiv.items()]
+    if arxiv:
+        lines += ["", "| arXiv paper | License |", "|---|---|"]
+        for item in sorted(arxiv, key=lambda x: str(x.get("id", ""))):
+            lines.append(f"| {_cell(item.get('id', ''))} | {_cell(item.get('license') or 'unknown')} |")
+    else:
+        lines.append(
+            "  The per-paper licenses were not recorded for this release: check each paper's arXiv page."
+        )
+    if notes.get("license"):
+        lines += ["", f"Generated content (structures, gold reports, statistics): {notes['license']}"]
+    return lines
+
+
+def render_card(
+    manifest: ReleaseManifest, stats_rows: list[Mapping[str, Any]], notes: Mapping[str, Any] | None = None
+) -> str:
+    """The README.md of a release.
+
+    notes (all optional): "title", "summary" (Markdown paragraph), "license" (of the generated
+    content), "arxiv_licenses" ({arxiv_id: license} or [{id, license}]), "limits" (list of str),
+    "changes" (Markdown, e.g. tasks.release.diff.format_diff_markdown of the previous release).
+    """
+    notes = notes or {}
+    title = notes.get("title") or f"FRAME benchmark release `{manifest.name}` {manifest.version}"
+    files = sorted(manifest.tables.items())
+    out: list[str] = ["---", f"pretty_name: {manifest.name} {manifest.version}", "license: other", "configs:"]
+    for i, (name, entry) in enumerate(files):
+        out += [f"- config_name: {name}", f"  data_files: {entry.file}"]
+        if name == "instances" or (i == 0 and "instances" not in manifest.tables):
+            out.append("  default: true")
+    out += ["---", "", f"# {title}", "", f"Version **{manifest.version}**.", ""]
+    if notes.get("summary"):
+        out += [str(notes["summary"]).strip(), ""]
+
+    out += [
+        "## What a FRAME instance is",
+        "",
+        "FRAME measures form-restricted report generation: writing the next edition of a periodic "
+        "report in the form of the previous one. Each instance is a triple (S, G, Y):",
+        "",
+        "- **S**, the sample report: the gold report R_t of a domain (one company's 10-Q or 10-K series, "
+        "or one arXiv topic) at snapshot t. It fixes the form: sections, their order, tables.",
+        "- **G**, the grounding documents D_t+1: Markdown documents of the next snapshot (the filing "
+        "split by Part/Item with its financial statements, or the window's papers).",
+        "- **Y**, the target report R_t+1: the gold report for the next snapshot, in the form of S, "
+        "every statement supported by G.",
+        "",
+        "A system is given S and G and must produce Y. Instance ids are "
+        "`<category>/<domain>/<t_sample>-><t_target>`; each domain has three snapshots and two instances.",
+        "",
+        "## Files",
+        "",
+        "| File | Rows | Key | Content | sha256 |",
+        "|---|---:|---|---|---|",
+    ]
+    for name, entry in files:
+        key = ", ".join(TABLE_KEYS.get(name, ()))
+        what = TABLE_DESCRIPTIONS.get(name, "")
+        out.append(f"| `{entry.file}` | {entry.rows:,} | {key} | {what} | `{entry.sha256[:12]}` |")
+    out += [
+        "",
+        "`manifest.json` lists the sha256 of every file (this card included), the row counts and the "
+        "build provenance; `tasks.release.verify.verify_release(<folder>)` rechecks all of it.",
+        "",
+        "## Statistics",
+        "",
+        "Means per instance (as in Table 1 of the FRAME paper). G counts all grounding documents of the "
+        "instance (files; tokens, tables and images summed over them); S and Y are the sample and target "
+        "reports. Tokens are `o200k_base`.",
+        "",
+        stats_markdown(stats_rows).rstrip("\n"),
+        "",
+        "## How it was built",
+        "",
+        "Filings and papers were fetched, cleaned (iXBRL to HTML; facts extracted) and split into "
+        "grounding documents; a report structure was synthesized for the first snapshot (form-free) and "
+        "adapted for the later ones (form-restricted), augmented with guiding questions, turned into an "
+        "outline and filled from the grounding documents; every gold report was validated (skeleton equal "
+        "to its outline, no placeholder left, numbers checked against the grounding documents and facts).",
+        "",
+        f"- Config sha256: `{manifest.config_sha256}`",
+        f"- Code version: `{manifest.code_version}`",
+    ]
+    if manifest.writer:
+        out.append(f"- Parquet writer: {manifest.writer}")
+    backends = sorted({(b.backend, b.model) for b in manifest.backends})
+    if backends:
+        out.append("- Backends and models: " + ", ".join(f"{b} (`{m}`)" for b, m in backends))
+    else:
+        out.append("- Backends and models: not recorded")
+    if manifest.prompt_hashes:
+        out += ["", "| Prompt role | sha256 |", "|---|---|"]
+        for role, sha in sorted(manifest.prompt_hashes.items()):
+            out.append(f"| {_cell(role)} | `{sha}` |")
+    out += ["", "## Provenance", ""]
+    if manifest.sources:
+        out += ["| Source | sha256 |", "|---|---|"]
+        for s in sorted(manifest.sources, key=lambda s: (s.path_or_url, s.sha256)):
+            out.append(f"| {_cell(s.path_or_url)} | `{s.sha256}` |")
+    else:
+        out.append("No source files recorded.")
+    out += ["", "## License", "", *_licenses(notes), "", "## Known limits", ""]
+    limits = [str(x) for x in notes.get("limits") or []]
+    out += [f"- {x}" for x in limits] if limits else ["None recorded."]
+    if notes.get("changes"):
+        out += ["", "## Changes", "", str(notes["changes"]).strip()]
+    out += [
+        "",
+        "## How to load",
+        "",
+        "pandas / pyarrow:",
+        "",
+        "```python",
+        "import pandas as pd",
+        "import pyarrow.parquet as pq",
+        "",
+        'instances = pd.read_parquet("instances.parquet")',
+        'reports = pq.read_table("reports.parquet")',
+        "```",
+        "",
+        "DuckDB:",
+        "",
+        "```sql",
+        "SELECT * FROM 'instances.parquet';",
+        "SELECT i.instance_id, g.doc_id, g.tokens",
+        "FROM 'instances.parquet' i JOIN 'grounding_documents.parquet' g USING (grounding_set_id);",
+        "```",
+        "",
+        "Hugging Face `datasets` (one table per call: the tables have different columns):",
+        "",
+        "```python",
+        "from datasets import load_dataset",
+        "",
+        'instances = load_dataset("parquet", data_files={"test": "instances.parquet"}, split="test")',
+        'docs = load_dataset("parquet", data_files={"test": "grounding_documents.parquet"}, split="test")',
+        "```",
+    ]
+    return "\n".join(out) + "\n"

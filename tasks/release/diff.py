@@ -1,0 +1,164 @@
+"""Compare two release folders: rows added / removed / changed per table (matched by key columns) and
+the manifest fields that describe how each was built."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import ValidationError
+
+from schemas.release import TABLE_KEYS, ReleaseManifest
+from tasks.errors import FrameInputError
+from tasks.release.write import row_digests
+
+MANIFEST_FIELDS = (
+    "version",
+    "config_sha256",
+    "code_version",
+    "backends",
+    "prompt_hashes",
+    "sources",
+    "writer",
+)
+
+
+def _manifest(folder: Path) -> ReleaseManifest:
+    try:
+        return ReleaseManifest.model_validate_json((folder / "manifest.json").read_bytes())
+    except OSError as e:
+        raise FrameInputError(folder / "manifest.json", f"cannot read ({e.strerror or e})") from e
+    except ValidationError as e:
+        raise FrameInputError(folder / "manifest.json", f"invalid manifest: {e.errors()[0]['msg']}") from e
+
+
+def _key_text(key: tuple) -> str:
+    return " | ".join("" if v is None else str(v) for v in key)
+
+
+def _keyed(
+    folder: Path, manifest: ReleaseManifest, name: str
+) -> tuple[pa.Table, dict[str, list[str]]] | None:
+    """key text -> sorted row hashes (a list: facts keys may repeat)."""
+    entry = manifest.tables.get(name)
+    if entry is None:
+        return None
+    try:
+        table = pq.read_table(folder / entry.file)
+    except (OSError, pa.ArrowException) as e:
+        raise FrameInputError(folder / entry.file, f"cannot read parquet ({type(e).__name__})") from e
+    keys = TABLE_KEYS.get(name) or tuple(table.column_names)
+    cols = [table.column(k).to_pylist() if k in table.column_names else [None] * table.num_rows for k in keys]
+    out: dict[str, list[str]] = {}
+    for key, digest in zip(zip(*cols, strict=True), row_digests(table), strict=True):
+        out.setdefault(_key_text(key), []).append(digest)
+    for v in out.values():
+        v.sort()
+    return table, out
+
+
+def diff_releases(a: str | Path, b: str | Path) -> dict[str, Any]:
+    """What changed from release folder `a` to release folder `b`.
+
+    Returns {"a": {name, version, created_at, path}, "b": {...}, "tables_identical": bool,
+    "manifest": {field: {"a": .., "b": ..}} for differing build fields,
+    "tables": {table: {rows_a, rows_b, added: [key], removed: [key], changed: int, changed_keys: [key],
+    schema_changed: bool}}}. A key is the table's key columns joined by " | "; rows_* is None when the
+    table is absent from that release. Keys appearing several times (facts) compare as multisets.
+    """
+    fa, fb = Path(a), Path(b)
+    ma, mb = _manifest(fa), _manifest(fb)
+    da, db = ma.model_dump(mode="json"), mb.model_dump(mode="json")
+    manifest_diff = {f: {"a": da[f], "b": db[f]} for f in MANIFEST_FIELDS if da[f] != db[f]}
+
+    tables: dict[str, Any] = {}
+    for name in sorted(set(ma.tables) | set(mb.tables)):
+        ka, kb = _keyed(fa, ma, name), _keyed(fb, mb, name)
+        rows_a = ka[0].num_rows if ka else None
+        rows_b = kb[0].num_rows if kb else None
+        ha = ka[1] if ka else {}
+        hb = kb[1] if kb else {}
+        changed = sorted(k for k in ha.keys() & hb.keys() if ha[k] != hb[k])
+        tables[name] = {
+            "rows_a": rows_a,
+            "rows_b": rows_b,
+            "added": sorted(hb.keys() - ha.keys()),
+            "removed": sorted(ha.keys() - hb.keys()),
+            "changed": len(changed),
+            "changed_keys": changed,
+            "schema_changed": bool(ka and kb and not ka[0].schema.equals(kb[0].schema)),
+        }
+    identical = set(ma.tables) == set(mb.tables) and all(
+        t["rows_a"] == t["rows_b"] and not (t["added"] or t["removed"] or t["changed"] or t["schema_changed"])
+        for t in tables.values()
+    )
+
+    def side(m: ReleaseManifest, f: Path) -> dict[str, str]:
+        return {"name": m.name, "version": m.version, "created_at": m.created_at, "path": str(f)}
+
+    return {
+        "a": side(ma, fa),
+        "b": side(mb, fb),
+        "tables_identical": identical,
+        "manifest": manifest_diff,
+        "tables": tables,
+    }
+
+
+def _short(v: Any) -> str:
+    if isinstance(v, str):
+        return v[:12] if len(v) == 64 and all(c in "0123456789abcdef" for c in v) else v
+    if isinstance(v, list) and all(isinstance(x, dict) and set(x) == {"backend", "model"} for x in v):
+        return ", ".join(f"{x['backend']}/{x['model']}" for x in v) or "none"
+    if isinstance(v, list):
+        return f"{len(v)} entries"
+    if isinstance(v, dict):
+        return f"{len(v)} entries"
+    return str(v)
+
+
+def _code(key: str) -> str:
+    return "`" + key.replace("`", "'") + "`"
+
+
+def format_diff_markdown(d: dict[str, Any], max_keys: int = 10) -> str:
+    """The diff as Markdown for a dataset card's "Changes" section."""
+    a, b = d["a"], d["b"]
+    lines = [f"Changes from {a['name']} {a['version']} to {b['name']} {b['version']}.", ""]
+    if d["tables_identical"]:
+        lines += ["The tables are identical.", ""]
+    if d["manifest"]:
+        lines.append("Build:")
+        lines.append("")
+        for field, v in d["manifest"].items():
+            if field == "prompt_hashes":
+                pa_, pb_ = v["a"] or {}, v["b"] or {}
+                roles = sorted(r for r in set(pa_) | set(pb_) if pa_.get(r) != pb_.get(r))
+                lines.append(f"- prompt_hashes: changed for {', '.join(roles)}")
+            else:
+                lines.append(f"- {field}: {_short(v['a'])} -> {_short(v['b'])}")
+        lines.append("")
+    lines += [
+        "| Table | Rows before | Rows after | Added | Removed | Changed |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, t in d["tables"].items():
+        ra = "-" if t["rows_a"] is None else f"{t['rows_a']:,}"
+        rb = "-" if t["rows_b"] is None else f"{t['rows_b']:,}"
+        lines.append(
+            f"| {name} | {ra} | {rb} | {len(t['added']):,} | {len(t['removed']):,} | {t['changed']:,} |"
+        )
+    details = []
+    for name, t in d["tables"].items():
+        for label, keys in (("added", t["added"]), ("removed", t["removed"]), ("changed", t["changed_keys"])):
+            if keys and name != "facts":
+                shown = ", ".join(_code(k) for k in keys[:max_keys])
+                more = f" and {len(keys) - max_keys:,} more" if len(keys) > max_keys else ""
+                details.append(f"- {name} {label}: {shown}{more}")
+        if t["schema_changed"]:
+            details.append(f"- {name}: schema changed")
+    if details:
+        lines += [""] + details
+    return "\n".join(lines) + "\n"

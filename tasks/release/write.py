@@ -1,0 +1,391 @@
+"""Write an immutable, deterministic release folder (SPEC §6).
+
+`write_release` validates every row against `schemas.release.TABLE_SCHEMAS`, sorts rows by the table
+keys (ties by row hash), writes the parquet files with fixed writer options, the dataset card and
+manifest.json into a temporary folder beside the target and renames it into place. The same input
+gives byte-identical files; an existing version is returned untouched when its content is identical
+and refused otherwise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import numbers
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pydantic import ValidationError
+
+from schemas.release import (
+    NAME,
+    REQUIRED_TABLES,
+    SEMVER,
+    TABLE_KEYS,
+    TABLE_SCHEMAS,
+    UNIQUE_KEY_TABLES,
+    ReleaseManifest,
+    TableEntry,
+    schema_fingerprint,
+)
+from tasks.errors import FrameInputError
+from tasks.release.verify import check_integrity, duplicate_keys, release_files, sha256_file
+
+TableInput = pa.Table | list[dict[str, Any]]
+CardInput = str | Callable[[ReleaseManifest], str]
+
+# Fixed writer options: with the pyarrow version pinned, equal tables give equal bytes.
+PARQUET_OPTIONS: dict[str, Any] = {
+    "compression": "zstd",
+    "compression_level": 9,
+    "use_dictionary": True,
+    "write_statistics": True,
+    "version": "2.6",
+    "data_page_version": "1.0",
+    "data_page_size": 1 << 20,
+    "row_group_size": 65536,
+    "store_schema": True,
+    "write_page_index": False,
+}
+MANIFEST_COMPUTED = ("tables", "files", "writer")
+
+
+class ReleaseExistsError(FrameInputError):
+    """The release version already exists with other content: releases are immutable."""
+
+
+# ---------------------------------------------------------------- validation and casting
+
+
+def _value_fits(v: Any, t: pa.DataType) -> bool:
+    """Strict Python-side type check (pyarrow alone would truncate 5.5 to int or split a str into a list)."""
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return isinstance(v, str)
+    if pa.types.is_boolean(t):
+        return isinstance(v, bool | np.bool_)
+    if pa.types.is_integer(t):
+        return isinstance(v, numbers.Integral) and not isinstance(v, bool | np.bool_)
+    if pa.types.is_floating(t):
+        return isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        if not isinstance(v, list | tuple):
+            return False
+        item = t.value_field
+        return all((x is None and item.nullable) or (x is not None and _value_fits(x, item.type)) for x in v)
+    return True
+
+
+def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
+    if src.equals(dst) or pa.types.is_null(src):
+        return True
+    if pa.types.is_dictionary(src):
+        return _castable(src.value_type, dst)
+    if pa.types.is_integer(dst):
+        return pa.types.is_integer(src)
+    if pa.types.is_floating(dst):
+        return pa.types.is_integer(src) or pa.types.is_floating(src)
+    if pa.types.is_string(dst):
+        return pa.types.is_string(src) or pa.types.is_large_string(src) or pa.types.is_string_view(src)
+    if pa.types.is_list(dst):
+        return (pa.types.is_list(src) or pa.types.is_large_list(src)) and _castable(
+            src.value_type, dst.value_type
+        )
+    return False
+
+
+def _bad(table: str, column: str, problem: str) -> FrameInputError:
+    return FrameInputError(f"release table {table!r}", f"column {column!r}: {problem}")
+
+
+def _silently_coerced(values: list[Any], t: pa.DataType) -> bool:
+    """Values pyarrow accepts but changes: 5.5 into an int (truncated), True into a float, a str into
+    a list (split into characters), bytes into a str."""
+    if pa.types.is_integer(t):
+        return any(isinstance(v, float) for v in values)
+    if pa.types.is_floating(t):
+        return any(isinstance(v, bool | np.bool_) for v in values)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return any(isinstance(v, str | bytes) for v in values)
+    if pa.types.is_string(t):
+        return any(isinstance(v, bytes) for v in values)
+    return False
+
+
+def _first_misfit(values: list[Any], t: pa.DataType) -> int | None:
+    for i, v in enumerate(values):
+        if v is None:
+            continue
+        if not _value_fits(v, t):
+            return i
+        try:
+            pa.array([v], type=t)
+        except (pa.ArrowException, OverflowError, TypeError, ValueError):
+            return i
+    return None
+
+
+def _from_rows(name: str, rows: Iterable[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
+    rows = list(rows)
+    for i, row in enumerate(rows):
+        if not isinstance(row, Mapping):
+            raise FrameInputError(f"release table {name!r}", f"row {i} is a {type(row).__name__}, not a dict")
+    extra = set().union(*(r.keys() for r in rows)) - set(schema.names) if rows else set()
+    if extra:
+        col = sorted(map(str, extra))[0]
+        i = next(i for i, r in enumerate(rows) if col in map(str, r.keys()))
+        raise _bad(name, col, f"row {i}: not a column of {name} (columns: {', '.join(schema.names)})")
+    arrays = []
+    for f in schema:
+        values = [r.get(f.name) for r in rows]
+        try:
+            arr = pa.array(values, type=f.type)
+            error = "" if not _silently_coerced(values, f.type) else "coerced"
+        except (pa.ArrowException, OverflowError, TypeError, ValueError) as e:
+            arr, error = None, str(e)[:200]
+        if error:
+            i = _first_misfit(values, f.type)
+            if i is None:
+                raise _bad(name, f.name, f"does not fit {f.type}: {error}")
+            v = values[i]
+            raise _bad(
+                name, f.name, f"row {i}: {type(v).__name__} value {str(v)[:60]!r} does not fit {f.type}"
+            )
+        if not f.nullable and arr.null_count:
+            i = next(i for i, v in enumerate(values) if v is None)
+            raise _bad(name, f.name, f"row {i}: missing or null, but required")
+        if (pa.types.is_list(f.type) and not f.type.value_field.nullable) and pc.list_flatten(arr).null_count:
+            raise _bad(name, f.name, "null list items")
+        arrays.append(arr)
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _from_table(name: str, table: pa.Table, schema: pa.Schema) -> pa.Table:
+    found = set(table.column_names)
+    for extra in [c for c in table.column_names if c not in schema.names]:
+        raise _bad(name, extra, f"not a column of {name} (columns: {', '.join(schema.names)})")
+    arrays = []
+    for f in schema:
+        if f.name not in found:
+            raise _bad(name, f.name, "missing")
+        col = table.column(f.name)
+        if not _castable(col.type, f.type):
+            raise _bad(name, f.name, f"has type {col.type}, expected {f.type}")
+        try:
+            col = col.cast(f.type, safe=True)
+        except (pa.ArrowException, ValueError) as e:
+            raise _bad(name, f.name, f"does not fit {f.type}: {str(e)[:200]}") from e
+        if not f.nullable and col.null_count:
+            raise _bad(name, f.name, f"{col.null_count} null values, but required")
+        if pa.types.is_list(f.type) and not f.type.value_field.nullable:
+            if pc.list_flatten(col).null_count:
+                raise _bad(name, f.name, "null list items")
+        arrays.append(col)
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def row_digests(table: pa.Table) -> list[str]:
+    """sha256 of each row's values (in column order) as canonical JSON."""
+    out: list[str] = []
+    names = table.column_names
+    for batch in table.to_batches():
+        for row in batch.to_pylist():
+            data = json.dumps([row[n] for n in names], ensure_ascii=False, separators=(",", ":"), default=str)
+            out.append(hashlib.sha256(data.encode()).hexdigest())
+    return out
+
+
+def sort_table(name: str, table: pa.Table) -> pa.Table:
+    """Rows ordered by the table's key columns, then by every other non-nested column (a stable sort):
+    the order, hence the bytes, do not depend on the input order. Only tables with unique keys have
+    nested (list) columns, so rows tied on all sortable columns are identical."""
+    keys = list(TABLE_KEYS[name])
+    rest = [f.name for f in table.schema if f.name not in keys and not pa.types.is_nested(f.type)]
+    idx = pc.sort_indices(table, sort_keys=[(k, "ascending") for k in keys + rest])  # nulls last
+    return table.take(idx).combine_chunks()
+
+
+def prepare_table(name: str, data: Any) -> pa.Table:
+    """Validate and cast one table to its release schema, check key uniqueness, sort its rows."""
+    schema = TABLE_SCHEMAS.get(name)
+    if schema is None:
+        raise FrameInputError(f"release table {name!r}", f"unknown table (known: {', '.join(TABLE_SCHEMAS)})")
+    if isinstance(data, pa.Table):
+        table = _from_table(name, data, schema)
+    elif hasattr(data, "to_dict") and hasattr(data, "columns"):  # a pandas DataFrame
+        table = _from_table(name, pa.Table.from_pandas(data, preserve_index=False), schema)
+    elif isinstance(data, list | tuple):
+        table = _from_rows(name, data, schema)
+    else:
+        raise FrameInputError(
+            f"release table {name!r}", f"expected a pyarrow Table or a list of dicts, got {type(data)}"
+        )
+    if name in UNIQUE_KEY_TABLES:
+        dups = duplicate_keys(name, table)
+        if dups:
+            keys = "+".join(TABLE_KEYS[name])
+            raise FrameInputError(
+                f"release table {name!r}", f"{len(dups)} duplicate {keys} keys, e.g. {dups[0]!r}"
+            )
+    return sort_table(name, table)
+
+
+def prepare_tables(tables: Mapping[str, Any]) -> dict[str, pa.Table]:
+    """All tables validated, sorted and checked against each other (instances -> reports, G)."""
+    missing = [n for n in REQUIRED_TABLES if n not in tables]
+    if missing:
+        raise FrameInputError("release tables", f"missing required tables {missing}")
+    prepared = {name: prepare_table(name, data) for name, data in sorted(tables.items())}
+    problems = check_integrity(prepared)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise FrameInputError("release tables", problems[0] + more)
+    return prepared
+
+
+# ---------------------------------------------------------------- writing
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    with path.open("wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def write_parquet(table: pa.Table, path: Path) -> None:
+    pq.write_table(table, path, **PARQUET_OPTIONS)
+    _fsync(path)
+
+
+def _check_slug(name: str, version: str) -> None:
+    if not isinstance(name, str) or not NAME.match(name):
+        raise FrameInputError("release name", f"{name!r} is not a lowercase slug [a-z0-9._-] (max 64)")
+    if not isinstance(version, str) or not SEMVER.match(version):
+        raise FrameInputError("release version", f"{version!r} is not semver X.Y.Z")
+
+
+def _base_manifest(name: str, version: str, manifest_fields: Mapping[str, Any]) -> ReleaseManifest:
+    fields = dict(manifest_fields)
+    for key, value in (("name", name), ("version", version)):
+        given = fields.pop(key, value)
+        if given != value:
+            raise FrameInputError(f"manifest_fields.{key}", f"{given!r} differs from the argument {value!r}")
+    computed = [k for k in MANIFEST_COMPUTED if k in fields]
+    if computed:
+        raise FrameInputError("manifest_fields", f"{computed} are computed by write_release; leave them out")
+    created = fields.get("created_at") or datetime.now(UTC).isoformat(timespec="seconds")
+    fields["created_at"] = created.isoformat() if isinstance(created, datetime) else created
+    try:
+        return ReleaseManifest(name=name, version=version, writer=f"pyarrow {pa.__version__}", **fields)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(x) for x in err["loc"])
+        raise FrameInputError(f"manifest_fields.{loc}", err["msg"]) from e
+
+
+def _build(
+    folder: Path, base: ReleaseManifest, tables: Mapping[str, pa.Table], card: CardInput
+) -> ReleaseManifest:
+    files: dict[str, str] = {}
+    entries: dict[str, TableEntry] = {}
+    for name, table in sorted(tables.items()):
+        file = f"{name}.parquet"
+        write_parquet(table, folder / file)
+        files[file] = sha256_file(folder / file)
+        entries[name] = TableEntry(
+            file=file,
+            rows=table.num_rows,
+            sha256=files[file],
+            schema_fingerprint=schema_fingerprint(table.schema),
+        )
+    manifest = base.model_copy(update={"tables": entries, "files": dict(files)})
+    text = card(manifest) if callable(card) else card
+    if not isinstance(text, str):
+        raise FrameInputError("card_markdown", f"expected a str, got {type(text).__name__}")
+    _write_bytes(folder / "README.md", text.encode("utf-8"))
+    files["README.md"] = sha256_file(folder / "README.md")
+    manifest = ReleaseManifest.model_validate({**manifest.model_dump(), "files": files})
+    _write_bytes(folder / "manifest.json", manifest.to_json().encode("utf-8"))
+    _fsync(folder)
+    return manifest
+
+
+def _same_as_existing(target: Path, new: ReleaseManifest) -> Path:
+    """Return the existing version folder if its content equals `new` (created_at aside), else raise."""
+    what = f"release {new.name} {new.version} exists with different content; bump the version"
+    try:
+        old = ReleaseManifest.model_validate_json((target / "manifest.json").read_bytes())
+    except (OSError, ValidationError) as e:
+        raise ReleaseExistsError(
+            target, f"{what} (its manifest.json is missing or invalid: {type(e).__name__})"
+        ) from e
+    on_disk = {rel: sha256_file(target / rel) for rel in release_files(target)}
+    old_tables = {k: v.model_dump() for k, v in old.tables.items()}
+    new_tables = {k: v.model_dump() for k, v in new.tables.items()}
+    if on_disk == new.files and old.files == new.files and old_tables == new_tables:
+        return target
+    differing = sorted(
+        rel
+        for rel in set(on_disk) | set(new.files) | set(old.files)
+        if not (on_disk.get(rel) == new.files.get(rel) == old.files.get(rel))
+    )
+    raise ReleaseExistsError(target, f"{what} (differs: {', '.join(differing) or 'tables'})")
+
+
+def write_release(
+    releases_root: Path,
+    name: str,
+    version: str,
+    tables: Mapping[str, TableInput],
+    manifest_fields: Mapping[str, Any],
+    card_markdown: CardInput,
+) -> Path:
+    """Write `releases_root/<name>/<version>/` atomically and return its path.
+
+    tables: table name (see TABLE_SCHEMAS) -> pyarrow Table, pandas DataFrame or list of row dicts.
+    manifest_fields: created_at (optional; default now, UTC), config_sha256, code_version, prompt_hashes,
+    backends, sources. card_markdown: the README.md text, or a function of the manifest (tables filled
+    in, README.md not yet in files) returning it. The card must not embed created_at, or rebuilding
+    an identical release would be refused.
+    """
+    _check_slug(name, version)
+    base = _base_manifest(name, version, manifest_fields)
+    prepared = prepare_tables(tables)
+
+    parent = Path(releases_root) / name
+    target = parent / version
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = parent / f".tmp-{version}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    tmp.mkdir()
+    try:
+        manifest = _build(tmp, base, prepared, card_markdown)
+        if target.exists():
+            return _same_as_existing(target, manifest)
+        try:
+            os.rename(tmp, target)  # atomic; fails if another writer created a non-empty target meanwhile
+        except OSError:
+            if target.exists():
+                return _same_as_existing(target, manifest)
+            raise
+        _fsync(parent)
+        return target
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,545 @@
+"""Passages of a grounding set and lexical retrieval per placeholder (SPEC §2.7: long grounding sets
+are handled explicitly by retrieval per element, never silently truncated).
+
+**Chunking** (`chunk_grounding_set`): every document's Markdown is cut into blocks at blank lines, in
+document order. A *table* passage is a whole pipe table together with the short line introducing it
+(units/caption line such as "(In millions, except per-share amounts)" or "... (dollars in millions):"),
+a following "Table N: ..." caption and up to three footnote lines "(1) ...". A *figure* passage is the
+`![caption](id)` line with its "Figure N: ..." caption paragraph. A *list* passage is a run of `- `/`1. `
+items. Everything else is a *text* passage (one paragraph; code fences and `$$` equations whole). A
+paragraph that continues across a page break (next block starts lower-case) is re-joined; prose longer
+than 300 tokens is split at sentence boundaries and lists at item boundaries, tables never. Headings
+(and one-line pseudo-headings such as "Americas") are not passages: they become each passage's
+*context* (document title + heading path + doc_id words), which is indexed with the passage.
+Passages under a References/Bibliography/Acknowledgements heading are chunked but never retrieved.
+
+**Scoring** (`RetrievalIndex.search`): Okapi BM25 (k1 = 1.2, b = 0.75, idf = ln(1 + (N - n + 0.5) /
+(n + 0.5))) over lower-cased word tokens (stop words dropped, plural "s" stripped) of the passage text
+plus its context, each context term counting 3 times (a field weight, so that a query naming a heading,
+e.g. "Gross Margin" or "abstract", finds the passages under it). The query is weighted: the node's
+title and objective count 1 per occurrence, its questions 0.5, its ancestors' titles 0.5 (their
+questions belong to the whole section and are left out); a term's weight is capped at 3. The BM25
+score is divided by the best score for the query (so it lies in [0, 1]); passages from the node's
+`sources` (or, if it has none, its nearest ancestor's) get +0.5; text/list passages get +0.15 for text
+and list leaves. Passages scoring 0 are never returned. Order: first by *kind tier* (table leaves with
+at most one source: tables first; figure leaves: figures first; a table leaf over several sources is a
+comparison grid built from prose, so no tier), then for nodes with several sources by round-robin rank
+(best passage of every source document before the second-best of any), then by score, then by
+document order (deterministic tie-break). **Budget**: passages are taken in that order while they fit
+`budget_tokens` (o200k_base tokens of the passage text); one that does not fit is skipped whole, never
+cut, and at most `k` passages are returned, each carrying its score.
+
+Build a `RetrievalIndex(gset)` once per grounding set and call `.search` per leaf; `retrieve()` is the
+one-shot form over an existing passage list (without heading context, as a `Passage` carries none).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from schemas.structure import ReportStructure, StructureNode
+from tasks.ground.load import GroundingSet
+from tasks.ground.tokens import count_tokens_many
+from tasks.llm.backend import Passage
+
+__all__ = [
+    "Block",
+    "RetrievalIndex",
+    "chunk_grounding_set",
+    "node_query",
+    "parse_blocks",
+    "split_sentences",
+    "terms",
+    "retrieve",
+]
+
+MAX_PASSAGE_TOKENS = 300
+K1, B = 1.2, 0.75
+SOURCE_BOOST = 0.5
+PROSE_BOOST = 0.15
+TERM_WEIGHT_CAP = 3.0
+ANCESTOR_WEIGHT = 0.5
+QUESTION_WEIGHT = 0.5
+CONTEXT_WEIGHT = 3
+
+BlockKind = Literal["heading", "text", "table", "figure", "list"]
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_LIST_ITEM = re.compile(r"^\s{0,3}(?:[-*+]|\d{1,3}[.)])\s+\S")
+_TABLE_LINE = re.compile(r"^\s*\|")
+_SEP_ROW = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
+_FIGURE = re.compile(r"^!\[")
+_CAPTION_AFTER_TABLE = re.compile(r"^(?:Table|TABLE|Tab\.)\s*[A-Z]?\d+[.:]")
+_CAPTION_AFTER_FIGURE = re.compile(r"^(?:Figure|FIGURE|Fig\.)\s*[A-Z]?\d+[.:]")
+_FOOTNOTE = re.compile(r"^(?:\(\d{1,2}\)|\([a-z]\)|\*{1,3}|†|‡|\[\d{1,2}\])\s*\S")
+_UNITS = re.compile(
+    r"\b(?:in|dollars in|amounts in|shares in)\s+(?:millions|thousands|billions)\b|\(in [a-z]+", re.IGNORECASE
+)
+_WORD = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)*")
+
+STOPWORDS = frozenset(
+    """a about above after again all also am an and any are as at be because been before being below
+    between both but by can could did do does doing during each few for from further had has have having
+    he her here hers how i if in into is it its itself just me more most my no nor not now of off on once
+    only or other our ours out over own same she should so some such than that the their theirs them then
+    there these they this those through to too under until up very was we were what when where which
+    while who whom why will with would you your yours per via s t
+    """.split()
+)
+
+
+@dataclass(frozen=True)
+class Block:
+    """One Markdown block of a document, with the heading path above it."""
+
+    kind: BlockKind
+    text: str
+    headings: tuple[str, ...] = ()
+    level: int = 0  # heading level for kind == "heading"
+    code: bool = False  # fenced code or a display equation (never quoted as a sentence)
+
+
+# ---------------------------------------------------------------- tokens and sentences
+
+
+def terms(text: str) -> list[str]:
+    """Index/query terms: lower-case words and numbers, stop words dropped, plural 's' stripped."""
+    out = []
+    for w in _WORD.findall(text.lower()):
+        if w in STOPWORDS:
+            continue
+        if len(w) > 3 and w.endswith("s") and not w.endswith("ss") and not w[0].isdigit():
+            w = w[:-1]
+        out.append(w)
+    return out
+
+
+_SENT_END = re.compile(r"(?<=[.!?])(?P<close>[\"”’)\]]*)\s+(?=[\"“‘(\[$]?[A-Z0-9])")
+_ABBREV = re.compile(
+    r"(?:\b(?:e\.g|i\.e|et al|etc|vs|cf|approx|Fig|Figs|Eq|Eqs|Sec|Secs|Ref|Refs|Tab|No|Nos|Inc|Co|Corp|Ltd|"
+    r"Dr|Mr|Ms|Mrs|St|Jr|Sr|resp|viz|ca|al|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)\.|"
+    r"\b[A-Z]\.|\b(?:[A-Za-z]\.){2,})$"
+)
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of a paragraph, each a verbatim stripped substring (abbreviations, initials and decimals
+    do not end a sentence; nothing is split inside `$...$` math)."""
+    text = text.strip()
+    if not text:
+        return []
+    cuts = []
+    for m in _SENT_END.finditer(text):
+        head = text[: m.start()].rstrip('"”’)]')
+        if _ABBREV.search(head):
+            continue
+        if text.count("$", 0, m.start()) % 2:  # inside inline math
+            continue
+        cuts.append((m.end("close"), m.end()))
+    out, start = [], 0
+    for a, b in cuts:
+        seg = text[start:a].strip()
+        if seg:
+            out.append(seg)
+        start = b
+    last = text[start:].strip()
+    if last:
+        out.append(last)
+    return out
+
+
+# ---------------------------------------------------------------- Markdown -> blocks
+
+
+def _raw_blocks(markdown: str) -> list[tuple[str, str]]:
+    """(kind, text) blocks in order; kinds: heading, table, figure, list, code, text."""
+    lines = markdown.splitlines()
+    out: list[tuple[str, str]] = []
+    i, n = 0, len(lines)
+    while i < n:
+        line = lines[i]
+        s = line.strip()
+        if not s:
+            i += 1
+            continue
+        if s.startswith("```"):
+            j = i + 1
+            while j < n and not lines[j].strip().startswith("```"):
+                j += 1
+            out.append(("code", "\n".join(lines[i : min(j + 1, n)])))
+            i = j + 1
+            continue
+        if s.startswith("$$") and "$$" not in s[2:]:  # a display equation over several lines
+            j = i + 1
+            while j < n and "$$" not in lines[j]:
+                j += 1
+            out.append(("code", "\n".join(lines[i : min(j + 1, n)])))
+            i = j + 1
+            continue
+        if _HEADING.match(line):
+            out.append(("heading", line))
+            i += 1
+            continue
+        if _TABLE_LINE.match(line):
+            j = i
+            while j < n and _TABLE_LINE.match(lines[j]):
+                j += 1
+            kind = "table" if j - i >= 2 and _SEP_ROW.match(lines[i + 1]) else "text"
+            out.append((kind, "\n".join(lines[i:j])))
+            i = j
+            continue
+        if _FIGURE.match(s):
+            out.append(("figure", line))
+            i += 1
+            continue
+        j = i
+        while j < n and lines[j].strip() and not _HEADING.match(lines[j]) and not _TABLE_LINE.match(lines[j]):
+            if j > i and (_FIGURE.match(lines[j].strip()) or lines[j].strip().startswith("```")):
+                break
+            j += 1
+        text = "\n".join(lines[i:j])
+        if s.startswith("$$"):
+            out.append(("code", text))
+        else:
+            out.append(("list" if _LIST_ITEM.match(line) else "text", text))
+        i = j
+    return out
+
+
+def _is_pseudo_heading(text: str) -> bool:
+    s = text.strip()
+    if "\n" in s or len(s) > 80 or not s[:1].isalpha() or not s[:1].isupper():
+        return False
+    words = s.split()
+    return 0 < len(words) <= 8 and s[-1] not in '.:;,?!)"”' and not any(c.isdigit() for c in s)
+
+
+def parse_blocks(markdown: str) -> list[Block]:
+    """Blocks with heading paths. Captions/units lines are attached to their table or figure, list items
+    separated by blank lines are one list, a paragraph broken by a page break is re-joined, and a short
+    title-like line before a paragraph is treated as a (pseudo-)heading."""
+    raw = _raw_blocks(markdown)
+    # attach captions, footnotes; merge list runs and broken paragraphs
+    merged: list[list[str]] = []  # [kind, text]
+    i = 0
+    while i < len(raw):
+        kind, text = raw[i]
+        if kind == "table":
+            if merged and merged[-1][0] == "text" and _is_table_intro(merged[-1][1]):
+                text = merged.pop()[1] + "\n\n" + text
+            k = i + 1
+            if k < len(raw) and raw[k][0] == "text" and _CAPTION_AFTER_TABLE.match(raw[k][1].strip()):
+                text += "\n\n" + raw[k][1]
+                k += 1
+            notes = 0
+            while (
+                k < len(raw)
+                and notes < 3
+                and raw[k][0] in ("text", "list")
+                and _FOOTNOTE.match(raw[k][1].strip())
+                and len(raw[k][1].split()) <= 80
+            ):
+                text += "\n\n" + raw[k][1]
+                k += 1
+                notes += 1
+            merged.append(["table", text])
+            i = k
+            continue
+        if kind == "figure":
+            k = i + 1
+            if k < len(raw) and raw[k][0] == "text" and _CAPTION_AFTER_FIGURE.match(raw[k][1].strip()):
+                text += "\n\n" + raw[k][1]
+                k += 1
+            merged.append(["figure", text])
+            i = k
+            continue
+        if kind == "list" and merged and merged[-1][0] == "list":
+            merged[-1][1] += "\n\n" + text
+            i += 1
+            continue
+        if (
+            kind == "text"
+            and merged
+            and merged[-1][0] == "text"
+            and text[:1].islower()
+            and merged[-1][1].rstrip()[-1:] not in '.!?:;"”)'
+        ):
+            merged[-1][1] = merged[-1][1].rstrip() + " " + text.lstrip()
+            i += 1
+            continue
+        merged.append([kind, text])
+        i += 1
+
+    blocks: list[Block] = []
+    stack: list[tuple[int, str]] = []
+    pseudo: str | None = None
+    for idx, (kind, text) in enumerate(merged):
+        if kind == "heading":
+            m = _HEADING.match(text)
+            assert m is not None
+            level, title = len(m.group(1)), m.group(2).strip()
+            stack = [(lv, t) for lv, t in stack if lv < level] + [(level, title)]
+            pseudo = None
+            blocks.append(Block("heading", text, tuple(t for _, t in stack[:-1]), level))
+            continue
+        nxt = merged[idx + 1][0] if idx + 1 < len(merged) else None
+        if kind == "text" and nxt in ("text", "list", "table") and _is_pseudo_heading(text):
+            pseudo = text.strip()
+            level = (stack[-1][0] + 1) if stack else 1
+            blocks.append(Block("heading", text, tuple(t for _, t in stack), level))
+            continue
+        path = tuple(t for _, t in stack) + ((pseudo,) if pseudo else ())
+        if kind == "code":
+            blocks.append(Block("text", text, path, code=True))
+        else:
+            blocks.append(Block(kind, text, path))  # type: ignore[arg-type]
+    return blocks
+
+
+def _is_table_intro(text: str) -> bool:
+    s = text.strip()
+    if "\n" in s or len(s.split()) > 60:
+        return False
+    return s.endswith(":") or (s.startswith("(") and s.endswith(")")) or bool(_UNITS.search(s))
+
+
+# ---------------------------------------------------------------- chunking
+
+
+def _split_long(block: Block, tokens: int) -> list[str]:
+    """Prose over MAX_PASSAGE_TOKENS -> sentence groups; lists -> item groups; tables/figures whole."""
+    if tokens <= MAX_PASSAGE_TOKENS or block.kind in ("table", "figure") or block.code:
+        return [block.text]
+    if block.kind == "list":
+        units = [u for u in re.split(r"\n\s*\n", block.text) if u.strip()]
+        sep = "\n\n"
+    else:
+        units = split_sentences(block.text)
+        sep = " "
+    if len(units) <= 1:
+        return [block.text]
+    counts = count_tokens_many(units)
+    groups: list[str] = []
+    cur: list[str] = []
+    cur_tok = 0
+    for u, t in zip(units, counts, strict=True):
+        if cur and cur_tok + t > MAX_PASSAGE_TOKENS:
+            groups.append(sep.join(cur))
+            cur, cur_tok = [], 0
+        cur.append(u)
+        cur_tok += t
+    if cur:
+        groups.append(sep.join(cur))
+    return groups
+
+
+def _chunks(gset: GroundingSet) -> tuple[list[Passage], list[str], list[bool]]:
+    pieces: list[tuple[str, Block]] = []
+    for doc in gset.documents:
+        for b in parse_blocks(gset.texts.get(doc.doc_id, "")):
+            if b.kind != "heading":
+                pieces.append((doc.doc_id, b))
+    counts = count_tokens_many([b.text for _, b in pieces])
+    titles = {d.doc_id: d.title for d in gset.documents}
+    passages: list[Passage] = []
+    contexts: list[str] = []
+    back_matter: list[bool] = []
+    split_texts: list[tuple[str, Block, list[str]]] = []
+    for (doc_id, b), t in zip(pieces, counts, strict=True):
+        split_texts.append((doc_id, b, _split_long(b, t) if t > MAX_PASSAGE_TOKENS else [b.text]))
+    flat = [x for _, _, parts in split_texts for x in parts]
+    flat_counts = count_tokens_many(flat)
+    pos = 0
+    for doc_id, b, parts in split_texts:
+        ctx = " ".join([titles.get(doc_id, ""), *b.headings, doc_id.replace("-", " ")])
+        back = any(_BACK_MATTER.match(h) for h in b.headings[1:] or b.headings)
+        for part in parts:
+            passages.append(Passage(doc_id, part, b.kind, 0.0, flat_counts[pos]))  # type: ignore[arg-type]
+            contexts.append(ctx)
+            back_matter.append(back)
+            pos += 1
+    return passages, contexts, back_matter
+
+
+def chunk_grounding_set(gset: GroundingSet) -> list[Passage]:
+    """All passages of a grounding set, in document order (score 0.0, tokens = o200k_base count)."""
+    return _chunks(gset)[0]
+
+
+_BACK_MATTER = re.compile(
+    r"^\s*(?:\d+\.?\s*)?(?:references|bibliography|acknowledge?ments?)\b", re.IGNORECASE
+)
+
+
+# ---------------------------------------------------------------- query
+
+
+def _ancestors(node: StructureNode, structure: ReportStructure | None) -> list[StructureNode]:
+    if structure is None:
+        return []
+
+    def path(nodes: Iterable[StructureNode], trail: list[StructureNode]) -> list[StructureNode] | None:
+        for n in nodes:
+            if n.id == node.id:
+                return trail
+            found = path(n.children, [*trail, n])
+            if found is not None:
+                return found
+        return None
+
+    return path(structure.nodes, []) or []
+
+
+def node_query(node: StructureNode, structure: ReportStructure | None) -> dict[str, float]:
+    """Weighted query terms of a node (see the module docstring)."""
+    weights: dict[str, float] = defaultdict(float)
+
+    def add(text: str, w: float) -> None:
+        for t in terms(text):
+            weights[t] += w
+
+    add(node.title, 1.0)
+    add(node.objective, 1.0)
+    for q in node.questions:
+        add(q, QUESTION_WEIGHT)
+    for a in _ancestors(node, structure):
+        add(a.title, ANCESTOR_WEIGHT)
+    return {t: min(w, TERM_WEIGHT_CAP) for t, w in sorted(weights.items())}
+
+
+def node_sources(node: StructureNode, structure: ReportStructure | None) -> list[str]:
+    """The node's sources, else those of its nearest ancestor that has some."""
+    if node.sources:
+        return list(node.sources)
+    for a in reversed(_ancestors(node, structure)):
+        if a.sources:
+            return list(a.sources)
+    return []
+
+
+def preferred_kind(node: StructureNode) -> str | None:
+    """Kind ranked first for this leaf: tables for (single-source) table leaves, figures for figures."""
+    if node.type == "table" and len(node.sources) <= 1:
+        return "table"
+    if node.type == "figure":
+        return "figure"
+    return None
+
+
+# ---------------------------------------------------------------- index
+
+
+class RetrievalIndex:
+    """BM25 inverted index over the passages of one grounding set (build once, search per leaf)."""
+
+    def __init__(
+        self,
+        gset: GroundingSet | None = None,
+        *,
+        passages: list[Passage] | None = None,
+        contexts: list[str] | None = None,
+    ):
+        skip: list[bool] | None = None
+        if gset is not None:
+            passages, contexts, skip = _chunks(gset)
+        self.passages: list[Passage] = list(passages or [])
+        self._skip = skip or [False] * len(self.passages)
+        if contexts is None:
+            contexts = [p.doc_id.replace("-", " ") for p in self.passages]
+        self._postings: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        self._lengths: list[int] = []
+        for i, (p, c) in enumerate(zip(self.passages, contexts, strict=True)):
+            tf = Counter(terms(p.text))
+            for t in terms(c):
+                tf[t] += CONTEXT_WEIGHT
+            self._lengths.append(sum(tf.values()))
+            for t, f in tf.items():
+                self._postings[t].append((i, f))
+        n = len(self.passages)
+        self._avgdl = (sum(self._lengths) / n) if n else 1.0
+        self._idf = {t: math.log(1 + (n - len(p) + 0.5) / (len(p) + 0.5)) for t, p in self._postings.items()}
+
+    @classmethod
+    def from_passages(cls, passages: list[Passage]) -> RetrievalIndex:
+        return cls(passages=passages)
+
+    def bm25(self, query: dict[str, float]) -> dict[int, float]:
+        scores: dict[int, float] = defaultdict(float)
+        for t, w in query.items():
+            idf = self._idf.get(t)
+            if idf is None:
+                continue
+            for i, f in self._postings[t]:
+                norm = K1 * (1 - B + B * self._lengths[i] / self._avgdl)
+                scores[i] += w * idf * f * (K1 + 1) / (f + norm)
+        return scores
+
+    def rank(self, node: StructureNode, structure: ReportStructure | None = None) -> list[Passage]:
+        """Every passage with a positive score, best first (see the module docstring for the order)."""
+        raw = self.bm25(node_query(node, structure))
+        top = max(raw.values(), default=0.0)
+        sources = set(node_sources(node, structure))
+        prose_leaf = node.type in ("text", "list")
+        scored: dict[int, float] = {}
+        for i, p in enumerate(self.passages):
+            if self._skip[i]:
+                continue
+            s = raw.get(i, 0.0) / top if top > 0 else 0.0
+            if p.doc_id in sources:
+                s += SOURCE_BOOST
+            if s <= 0:
+                continue
+            if prose_leaf and p.kind in ("text", "list"):
+                s += PROSE_BOOST
+            scored[i] = round(s, 6)
+        want = preferred_kind(node)
+        order = sorted(scored, key=lambda i: (-scored[i], i))
+        rr: dict[int, int] = {}
+        if len(sources) > 1:
+            seen: Counter[str] = Counter()
+            for i in order:
+                rr[i] = seen[self.passages[i].doc_id]
+                seen[self.passages[i].doc_id] += 1
+        order.sort(
+            key=lambda i: (
+                0 if want is None or self.passages[i].kind == want else 1,
+                rr.get(i, 0),
+                -scored[i],
+                i,
+            )
+        )
+        return [replace(self.passages[i], score=scored[i]) for i in order]
+
+    def search(
+        self,
+        node: StructureNode,
+        structure: ReportStructure | None = None,
+        budget_tokens: int = 4000,
+        k: int = 8,
+    ) -> list[Passage]:
+        """Top passages for `node` that fit `budget_tokens` together (whole passages only), at most k."""
+        out: list[Passage] = []
+        left = budget_tokens
+        for p in self.rank(node, structure):
+            if len(out) >= k:
+                break
+            if p.tokens <= left:
+                out.append(p)
+                left -= p.tokens
+        return out
+
+
+def retrieve(
+    passages: list[Passage],
+    node: StructureNode,
+    structure: ReportStructure | None,
+    budget_tokens: int,
+    k: int,
+) -> list[Passage]:
+    """One-shot retrieval over `passages` (builds a throw-away index; prefer RetrievalIndex per gset)."""
+    return RetrievalIndex.from_passages(passages).search(node, structure, budget_tokens, k)
