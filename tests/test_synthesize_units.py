@@ -91,7 +91,7 @@ def test_fill_keeps_text_outside_placeholders_byte_identical():
     report = fill_placeholders(outline, contents)
     phs = find_placeholders(outline)
     # Rebuild the outline's constant text from the report by cutting the contents back out.
-    pos, rebuilt, rpos = 0, [], 0
+    pos, rpos = 0, 0
     for p in phs:
         seg = outline[pos : p.start]
         assert report[rpos : rpos + len(seg)] == seg
