@@ -16,7 +16,6 @@ import tempfile
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
-from prefect.cache_policies import NO_CACHE
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.ground import CACHE, code_version, ground_snapshot, mirror_digest
@@ -137,14 +136,21 @@ def _save_report_files(
     )
 
 
-@task(name="build-domain", cache_policy=NO_CACHE, persist_result=False)
-def build_domain_task(cfg: FrameConfig, domain_name: str, refresh: list[str]) -> dict:
+# A domain whose config, code, sources, backend settings and written outputs are unchanged is served
+# whole from one cache entry (a rebuild then costs one lookup per domain, not one per step);
+# otherwise its steps run, each cached on its own.
+@task(name="build-domain", cache_policy=CACHE, persist_result=True)
+def build_domain_task(
+    cfg: FrameConfig,
+    domain_name: str,
+    refresh: list[str],
+    code: str,
+    digest: str,
+    llm: LLMSettings,
+) -> dict:
     """Every snapshot of one domain: ground, then structure -> questions -> outline -> fill -> validate."""
     log = get_run_logger()
     domain = cfg.domain(domain_name)
-    code = code_version("tasks", "schemas", "prompts")
-    digest = mirror_digest(cfg)
-    llm = cfg.llm.resolved()
     cache_dir = str(_llm_cache_dir(cfg))
     kind = "edgar" if isinstance(domain, EdgarDomain) else "arxiv"
 
@@ -205,6 +211,15 @@ def build_domain_task(cfg: FrameConfig, domain_name: str, refresh: list[str]) ->
     return {"domain": domain.name, "category": domain.category, "kind": kind, "snapshots": snapshots}
 
 
+def _outputs_present(cfg: FrameConfig, name: str) -> bool:
+    data = Path(cfg.build.data_dir)
+    return all(
+        (data / "grounding" / name / t / "documents.json").is_file()
+        and (data / "reports" / name / t / "report.md").is_file()
+        for t in cfg.domain(name).snapshots
+    )
+
+
 def report_row(domain: dict, snap: dict) -> dict:
     structure: ReportStructure = snap["structure"]
     check: GoldValidation = snap["validation"]
@@ -239,7 +254,17 @@ def config_digest(cfg: FrameConfig) -> str:
 def build(cfg: FrameConfig, domains: list[str], refresh: list[str] | None = None) -> list[dict]:
     """Build every domain (in parallel); returns one result per domain: ok with its data, or failed."""
     refresh = refresh or []
-    futures = {name: build_domain_task.submit(cfg, name, refresh) for name in domains}
+    code = code_version("tasks", "schemas", "prompts")
+    digest = mirror_digest(cfg)
+    llm = cfg.llm.resolved()
+    futures = {}
+    for name in domains:
+        mine = [k for k in refresh if k.startswith(f"{name}|")]
+        # Missing outputs (a deleted data folder part) also run the domain: its steps come from their
+        # own caches and write the files again.
+        run = mine or not _outputs_present(cfg, name)
+        t = build_domain_task.with_options(refresh_cache=True) if run else build_domain_task
+        futures[name] = t.submit(cfg, name, mine, code, digest, llm)
     results = []
     for name, fut in futures.items():
         fut.wait()
