@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import tempfile
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
@@ -22,6 +20,7 @@ from flows.ground import CACHE, code_version, ground_snapshot, mirror_digest
 from flows.steps import STEPS, SYNTH_STEPS, refresh_keys  # noqa: F401  (re-exported)
 from schemas.config import EdgarDomain, FrameConfig, LLMSettings
 from schemas.structure import ReportStructure, structure_json
+from tasks.atomic import atomic_write_text
 from tasks.ground.load import load_grounding_set
 from tasks.ground.tokens import count_tokens
 from tasks.instances import report_shape
@@ -102,22 +101,14 @@ def validate_task(
     return validate_gold(filled.report, outline, filled.contents, load_grounding_set(gset_path))
 
 
-def _write_json_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-
-
 def _save_report_files(
     folder: Path, structure: ReportStructure, outline: str, filled: FillResult, check: GoldValidation
 ) -> None:
     """data/reports/<domain>/<snapshot>/: what a person opens to inspect one gold report."""
-    _write_json_atomic(folder / "structure.json", structure_json(structure) + "\n")
-    _write_json_atomic(folder / "outline.md", outline)
-    _write_json_atomic(folder / "report.md", filled.report)
-    _write_json_atomic(
+    atomic_write_text(folder / "structure.json", structure_json(structure) + "\n")
+    atomic_write_text(folder / "outline.md", outline)
+    atomic_write_text(folder / "report.md", filled.report)
+    atomic_write_text(
         folder / "validation.json",
         json.dumps(
             {

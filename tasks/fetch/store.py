@@ -13,15 +13,14 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from schemas.sources import RawFile
+from tasks.atomic import atomic_write_bytes
 from tasks.errors import FrameInputError
 
 _COMPONENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -67,19 +66,7 @@ def provenance_dir(data_dir: str | Path, source: str, domain: str, snapshot: str
 
 
 def _atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
-    """Write `data` to a temp file in the target folder, then rename it over `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(path, data, mode)
 
 
 def _sha256_file(path: Path) -> str:

@@ -20,12 +20,13 @@ import importlib.util
 import os
 import struct
 import threading
-import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import tiktoken
+
+from tasks.atomic import atomic_write_bytes
 
 __all__ = [
     "ENCODING_NAME",
@@ -139,16 +140,7 @@ def ensure_o200k() -> Path:
                 f"o200k_base vocabulary converted from {src} has sha256 {got}, but tiktoken expects "
                 f"{O200K_SHA256}; refusing to use a different tokenizer"
             )
-        directory.mkdir(parents=True, exist_ok=True)
-        tmp = directory / f".{target.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
-        try:
-            with open(tmp, "wb") as f:
-                f.write(contents)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, target)
-        finally:
-            tmp.unlink(missing_ok=True)
+        atomic_write_bytes(target, contents)
         return target
 
 

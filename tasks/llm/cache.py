@@ -17,12 +17,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tasks.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -116,17 +116,7 @@ class ResponseCache:
     def put(self, key: str, entry: CacheEntry) -> Path:
         """Write `entry` atomically; returns its path."""
         path = self.path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = json.dumps(asdict(entry), ensure_ascii=False, sort_keys=True, indent=1)
-        tmp = path.parent / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
-        try:
-            with open(tmp, "w", encoding="utf-8") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        atomic_write_text(path, json.dumps(asdict(entry), ensure_ascii=False, sort_keys=True, indent=1))
         return path
 
     def discard(self, key: str) -> None:
