@@ -15,6 +15,7 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger, task
 from prefect.task_runners import ThreadPoolTaskRunner
+from prefect.transactions import CommitMode, transaction
 
 from flows.ground import CACHE, code_version, ground_snapshot, mirror_digest
 from flows.steps import STEPS, SYNTH_STEPS, refresh_keys  # noqa: F401  (re-exported)
@@ -140,6 +141,16 @@ def build_domain_task(
     llm: LLMSettings,
 ) -> dict:
     """Every snapshot of one domain: ground, then structure -> questions -> outline -> fill -> validate."""
+    # Steps run inside this task; in Prefect 3 their cache records would commit only with this task's
+    # transaction, so a failure later in the domain would discard every finished step. EAGER commits
+    # each step as it finishes: a rerun resumes from the step that failed.
+    with transaction(commit_mode=CommitMode.EAGER):
+        return _build_domain(cfg, domain_name, refresh, code, digest, llm)
+
+
+def _build_domain(
+    cfg: FrameConfig, domain_name: str, refresh: list[str], code: str, digest: str, llm: LLMSettings
+) -> dict:
     log = get_run_logger()
     domain = cfg.domain(domain_name)
     cache_dir = str(_llm_cache_dir(cfg))
