@@ -9,8 +9,6 @@ import os
 from pathlib import Path
 
 import pyarrow.parquet as pq
-from tasks.release.card import render_card
-from tasks.release.write import write_release
 
 from flows.build import config_digest, report_row
 from flows.ground import ROOT, code_version
@@ -18,6 +16,8 @@ from schemas.config import FrameConfig
 from schemas.structure import structure_json
 from tasks.ground.load import load_grounding_set
 from tasks.instances import category_stats, make_instances
+from tasks.release.card import render_card
+from tasks.release.write import write_release
 
 
 def prompt_hashes() -> dict[str, str]:
