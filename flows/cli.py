@@ -312,6 +312,38 @@ def release_diff(
     print(json.dumps(d, indent=2, default=str) if as_json else format_diff_markdown(d))
 
 
+@app.command("align")
+def align_cmd(
+    human: Annotated[Path | None, typer.Argument(help="human scores CSV (item_id,score on 0-100)")] = None,
+    judge: Annotated[Path | None, typer.Argument(help="judge scores CSV (item_id,score on 0-100)")] = None,
+    rankings: Annotated[
+        Path | None, typer.Option("--rankings", help="CSV group_id,system,human_rank,score")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Judge-human alignment (PA@0, PA@25, QWK, ICC(3,1), ICC(A,1)) or ranking agreement."""
+    from tasks.score.align import main_json, rankings_json
+
+    try:
+        if rankings is not None:
+            text = rankings_json(rankings)
+        elif human is not None and judge is not None:
+            text = main_json(human, judge)
+        else:
+            raise FrameInputError("frame align", "give HUMAN.csv JUDGE.csv, or --rankings FILE")
+    except FrameInputError as exc:
+        _fail(exc)
+    if as_json:
+        print(text)
+        return
+    table = Table(title="alignment")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for k, v in json.loads(text).items():
+        table.add_row(k, str(v))
+    Console().print(table)
+
+
 def _print_stats(stats: list[dict]) -> None:
     table = Table(title="Per-category statistics (paper 000 Table 1)")
     cols = [

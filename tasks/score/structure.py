@@ -1,0 +1,319 @@
+"""Structural similarity of two report structure trees (SPEC §4, paper 000 §4, Algorithm 1).
+
+    CostN(r, s)    = 2 (1 - sim(r, s)) / (d_eff + 1)^gamma,   d_eff = min(depth(r), depth(s)), root depth 0
+    CostT(T1, T2)  = CostN(root1, root2) + CostF(children(root1), children(root2))
+    CostF(F1, F2)  = Size(F2) if F1 is empty; Size(F1) if F2 is empty; else the minimum of
+                     substitution  CostT(First(F1), First(F2)) + CostF(Rest(F1), Rest(F2)),
+                     deletion      1 + CostF(SubT(root of First(F1)) ++ Rest(F1), F2),
+                     insertion     1 + CostF(F1, SubT(root of First(F2)) ++ Rest(F2))
+    similarity     = 1 - CostT(T1, T2) / (Size(T1) + Size(T2))
+
+The literal recursion is exponential in general, but every forest it reaches is a contiguous preorder range
+``[i, e)`` where ``e`` is the end of a subtree enclosing ``i`` (the end of a node with children, or the end
+of the tree): substitution maps ``[i, e)`` to ``[i+1, end(i))`` and ``[end(i), e)``, deletion to
+``[i+1, e)``. :func:`structural_cost` therefore memoises CostF on ``(i, e1, j, e2)``: one table per pair of
+distinct forest ends ``(e1, e2)`` filled bottom-up (rows ``i`` descending, columns ``j`` descending), with
+tables taken in lexicographic ``(e1, e2)`` order so that every CostT lookup (which lives in table
+``(end(i), end(j))`` with ``end(i) <= e1`` and ``end(j) <= e2``) is already available. Work and memory are
+O(n * depth_n * m * depth_m); no recursion, so deep or large trees are fine.
+
+:func:`literal_cost` is a direct (memoised on tuples of nodes) transcription of Algorithm 1 used by the
+tests as the reference.
+
+Trees may be ``schemas.structure.ReportStructure`` / ``StructureOutput`` (a root whose children are the
+top-level sections), ``StructureNode`` or plain dicts with keys type/title/objective/children.
+``node_similarity(r, s)`` receives the original node objects (for a ReportStructure root: the
+ReportStructure itself) and is called at most once per pair of nodes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "PROJECTIONS",
+    "FlatTree",
+    "flatten",
+    "literal_cost",
+    "make_node_similarity",
+    "node_fields",
+    "structural_cost",
+    "structural_similarity",
+]
+
+NodeSimilarity = Callable[[Any, Any], float]
+
+
+# ---------------------------------------------------------------- normalisation
+
+
+def _children_of(node: Any) -> list[Any]:
+    if isinstance(node, dict):
+        if "children" in node:
+            return list(node.get("children") or [])
+        if "type" not in node:  # a serialised ReportStructure / StructureOutput
+            return list(node.get("nodes") or node.get("sections") or [])
+        return []
+    for attr in ("children", "nodes", "sections"):
+        kids = getattr(node, attr, None)
+        if kids is not None:
+            return list(kids)
+    return []
+
+
+class FlatTree:
+    """A tree numbered in preorder: ``objs[i]`` the original node, ``end[i]`` one past its subtree,
+    ``depth[i]`` (root 0) and ``children[i]`` (preorder indices)."""
+
+    __slots__ = ("objs", "end", "depth", "children")
+
+    def __init__(self, root: Any):
+        self.objs: list[Any] = []
+        self.depth: list[int] = []
+        self.children: list[list[int]] = []
+        parent: list[int] = []
+        stack: list[tuple[Any, int, int]] = [(root, 0, -1)]
+        while stack:
+            node, d, par = stack.pop()
+            idx = len(self.objs)
+            self.objs.append(node)
+            self.depth.append(d)
+            self.children.append([])
+            parent.append(par)
+            if par >= 0:
+                self.children[par].append(idx)
+            for kid in reversed(_children_of(node)):
+                stack.append((kid, d + 1, idx))
+        n = len(self.objs)
+        self.end = list(range(1, n + 1))
+        for idx in range(n - 1, 0, -1):  # children have larger indices than their parent
+            p = parent[idx]
+            if self.end[idx] > self.end[p]:
+                self.end[p] = self.end[idx]
+
+    def __len__(self) -> int:
+        return len(self.objs)
+
+
+def flatten(tree: Any) -> FlatTree:
+    return tree if isinstance(tree, FlatTree) else FlatTree(tree)
+
+
+def _cost_matrix(
+    t1: FlatTree, t2: FlatTree, node_similarity: NodeSimilarity, gamma: float
+) -> list[list[float]]:
+    """CostN for the root pair and every non-root pair (the only pairs the recursion can reach)."""
+    n, m = len(t1), len(t2)
+    prepare = getattr(node_similarity, "prepare", None)
+    if callable(prepare):
+        prepare(list(t1.objs) + list(t2.objs))
+    cost = [[0.0] * m for _ in range(n)]
+    for i in range(n):
+        di = t1.depth[i]
+        oi = t1.objs[i]
+        row = cost[i]
+        for j in range(1 if i else 0, m if i else 1):
+            d = min(di, t2.depth[j])
+            c = 2.0 * (1.0 - float(node_similarity(oi, t2.objs[j])))
+            row[j] = c / (d + 1) ** gamma if gamma else c
+    return cost
+
+
+# ---------------------------------------------------------------- polynomial DP
+
+
+def _forest_starts(t: FlatTree) -> dict[int, int]:
+    """Distinct forest ends e -> smallest start of a CostF range ending at e (child forests of nodes)."""
+    starts: dict[int, int] = {}
+    for p in range(len(t)):
+        if t.children[p]:
+            e = t.end[p]
+            if e not in starts or p + 1 < starts[e]:
+                starts[e] = p + 1
+    return starts
+
+
+def structural_cost(tree_a: Any, tree_b: Any, node_similarity: NodeSimilarity, gamma: float = 0.0) -> float:
+    """CostT(T1, T2) of Algorithm 1, computed by the (i, e1, j, e2) dynamic programme."""
+    t1, t2 = flatten(tree_a), flatten(tree_b)
+    cost = _cost_matrix(t1, t2, node_similarity, gamma)
+    end1, end2 = t1.end, t2.end
+    n, m = len(t1), len(t2)
+    starts1, starts2 = _forest_starts(t1), _forest_starts(t2)
+    if not starts1 or not starts2:  # a root without children: insert/delete everything else
+        return cost[0][0] + (n - 1) + (m - 1)
+
+    # T[i][j] = CostT(subtree i, subtree j); leaf cases are closed-form, the rest filled on first use
+    leaf1 = [end1[i] == i + 1 for i in range(n)]
+    leaf2 = [end2[j] == j + 1 for j in range(m)]
+    tcost: list[list[float | None]] = []
+    for i in range(n):
+        ci = cost[i]
+        if leaf1[i]:
+            tcost.append([ci[j] + (end2[j] - j - 1) for j in range(m)])
+        else:
+            inner = end1[i] - i - 1
+            tcost.append([ci[j] + inner if leaf2[j] else None for j in range(m)])
+
+    tables: dict[tuple[int, int], list[list[float]]] = {}
+    for e1 in sorted(starts1):
+        s1 = starts1[e1]
+        for e2 in sorted(starts2):
+            s2 = starts2[e2]
+            width = e2 - s2 + 1
+            rows: list[list[float]] = [[]] * (e1 - s1 + 1)
+            rows[e1 - s1] = [float(e2 - j) for j in range(s2, e2 + 1)]  # F1 empty: insert the rest of F2
+            tables[(e1, e2)] = rows
+            for i in range(e1 - 1, s1 - 1, -1):
+                row = [0.0] * width
+                row[width - 1] = float(e1 - i)  # F2 empty: delete the rest of F1
+                ei = end1[i]
+                rest = rows[ei - s1]
+                below = rows[i + 1 - s1]
+                ti = tcost[i]
+                ci = cost[i]
+                ins = row[width - 1]
+                for j in range(e2 - 1, s2 - 1, -1):
+                    jj = j - s2
+                    t = ti[j]
+                    if t is None:
+                        ej = end2[j]
+                        sub_rows = tables[(ei, ej)]
+                        t = ci[j] + sub_rows[i + 1 - starts1[ei]][j + 1 - starts2[ej]]
+                        ti[j] = t
+                    best = t + rest[end2[j] - s2]
+                    d = below[jj] + 1.0
+                    if d < best:
+                        best = d
+                    ins += 1.0
+                    if ins < best:
+                        best = ins
+                    row[jj] = best
+                    ins = best
+                rows[i - s1] = row
+    root_rows = tables[(n, m)]
+    return cost[0][0] + root_rows[1 - starts1[n]][1 - starts2[m]]
+
+
+def structural_similarity(
+    tree_a: Any, tree_b: Any, node_similarity: NodeSimilarity, gamma: float = 0.0
+) -> float:
+    """1 - CostT(T1, T2) / (Size(T1) + Size(T2)) (Algorithm 1; ``gamma > 0``: depth-weighted CostN)."""
+    t1, t2 = flatten(tree_a), flatten(tree_b)
+    return 1.0 - structural_cost(t1, t2, node_similarity, gamma) / (len(t1) + len(t2))
+
+
+# ---------------------------------------------------------------- literal reference
+
+
+def literal_cost(tree_a: Any, tree_b: Any, node_similarity: NodeSimilarity, gamma: float = 0.0) -> float:
+    """CostT(T1, T2) by a literal transcription of Algorithm 1 on tuples of nodes (reference; small trees)."""
+    t1, t2 = flatten(tree_a), flatten(tree_b)
+    size1 = [t1.end[i] - i for i in range(len(t1))]
+    size2 = [t2.end[j] - j for j in range(len(t2))]
+    sims: dict[tuple[int, int], float] = {}
+
+    def cost_n(r: int, s: int) -> float:
+        if (r, s) not in sims:
+            sims[(r, s)] = float(node_similarity(t1.objs[r], t2.objs[s]))
+        d = min(t1.depth[r], t2.depth[s])
+        return 2.0 * (1.0 - sims[(r, s)]) / (d + 1) ** gamma
+
+    def cost_t(r: int, s: int) -> float:
+        return cost_n(r, s) + cost_f(tuple(t1.children[r]), tuple(t2.children[s]))
+
+    @cache
+    def cost_f(f1: tuple[int, ...], f2: tuple[int, ...]) -> float:
+        if not f1:
+            return float(sum(size2[u] for u in f2))
+        if not f2:
+            return float(sum(size1[t] for t in f1))
+        t, u = f1[0], f2[0]
+        c_sub = cost_t(t, u) + cost_f(f1[1:], f2[1:])
+        c_del = 1.0 + cost_f(tuple(t1.children[t]) + f1[1:], f2)
+        c_ins = 1.0 + cost_f(f1, tuple(t2.children[u]) + f2[1:])
+        return min(c_sub, c_del, c_ins)
+
+    return cost_t(0, 0)
+
+
+# ---------------------------------------------------------------- default node similarity
+
+
+def node_fields(node: Any) -> tuple[str, str]:
+    """(type, objective text) of a node; the objective falls back to the title when empty."""
+    if isinstance(node, dict):
+        ntype = node.get("type") or ("report" if "children" not in node else "")
+        return str(ntype), str(node.get("objective") or node.get("title") or "")
+    ntype = getattr(node, "type", None)
+    if ntype is None:  # ReportStructure / StructureOutput root
+        return "report", str(getattr(node, "title", "") or "")
+    return str(ntype), str(getattr(node, "objective", "") or getattr(node, "title", "") or "")
+
+
+def _proj_rbf(x: float, delta: float, n: int) -> float:
+    return math.exp(-((1.0 - x) ** 2) / (2.0 * delta * delta))
+
+
+def _proj_linear(x: float, delta: float, n: int) -> float:
+    return (x + 1.0) / 2.0
+
+
+def _proj_power(x: float, delta: float, n: int) -> float:
+    return ((x + 1.0) / 2.0) ** n
+
+
+PROJECTIONS = {"rbf": _proj_rbf, "linear": _proj_linear, "power": _proj_power}
+
+
+def make_node_similarity(
+    embed: Callable[[list[str]], np.ndarray],
+    w: float = 0.2,
+    proj: str = "rbf",
+    delta: float = 0.10,
+    n: int = 2,
+) -> NodeSimilarity:
+    """sim(r, s) = w * proj(cos(e_type)) + (1 - w) * proj(cos(e_obj)) (SPEC §4).
+
+    ``embed(texts) -> array (len(texts), dim)``. Each distinct text is embedded once; the returned callable
+    has ``prepare(nodes)``, which :func:`structural_similarity` calls with all nodes of both trees so the
+    embeddings are fetched in one batched call.
+    """
+    if proj not in PROJECTIONS:
+        raise ValueError(f"proj must be one of {sorted(PROJECTIONS)} (got {proj!r})")
+    pfun = PROJECTIONS[proj]
+    vectors: dict[str, np.ndarray] = {}
+
+    def _ensure(texts: Sequence[str]) -> None:
+        missing = sorted({t for t in texts if t not in vectors})
+        if not missing:
+            return
+        arr = np.asarray(embed(missing), dtype=float)
+        if arr.shape[0] != len(missing):
+            raise ValueError(f"embed returned {arr.shape[0]} vectors for {len(missing)} texts")
+        norms = np.linalg.norm(arr, axis=1, keepdims=True)
+        arr = np.divide(arr, norms, out=np.zeros_like(arr), where=norms > 0)
+        for text, vec in zip(missing, arr, strict=True):
+            vectors[text] = vec
+
+    def _cos(a: str, b: str) -> float:
+        return float(np.clip(np.dot(vectors[a], vectors[b]), -1.0, 1.0))
+
+    def sim(r: Any, s: Any) -> float:
+        (tr, orr), (ts, os_) = node_fields(r), node_fields(s)
+        _ensure([tr, orr, ts, os_])
+        return w * pfun(_cos(tr, ts), delta, n) + (1.0 - w) * pfun(_cos(orr, os_), delta, n)
+
+    def prepare(nodes: Sequence[Any]) -> None:
+        texts: list[str] = []
+        for node in nodes:
+            texts.extend(node_fields(node))
+        _ensure(texts)
+
+    sim.prepare = prepare  # type: ignore[attr-defined]
+    return sim
