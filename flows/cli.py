@@ -312,6 +312,39 @@ def release_diff(
     print(json.dumps(d, indent=2, default=str) if as_json else format_diff_markdown(d))
 
 
+@app.command("generate")
+def generate_cmd(
+    release: Annotated[Path, typer.Option("--release", help="data/releases/<name>/<version>")],
+    system: Annotated[str, typer.Option("--system", help="copy-sample | extractive")],
+) -> None:
+    """Write one generated report per instance (data/generations/<name>/<version>/<system>/)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from flows.generate import generate_all
+
+    try:
+        import pandas as pd
+
+        total = (
+            len(pd.read_parquet(release / "instances.parquet"))
+            if (release / "instances.parquet").is_file()
+            else 0
+        )
+        with Progress(
+            TextColumn(f"[bold]{system}[/]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            console=console,
+            transient=True,
+            disable=not console.is_terminal,
+        ) as progress:
+            bar = progress.add_task("instances", total=total)
+            out = generate_all(release, system, on_done=lambda _id: progress.advance(bar))
+    except FrameInputError as exc:
+        _fail(exc)
+    print(f"generations: {out}")
+
+
 @app.command("align")
 def align_cmd(
     human: Annotated[Path | None, typer.Argument(help="human scores CSV (item_id,score on 0-100)")] = None,

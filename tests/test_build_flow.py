@@ -190,3 +190,22 @@ def test_sigkill_during_synthesis_then_rerun_gives_identical_release(built, tmp_
     assert a["files"] == b["files"]
     assert a["tables"] == b["tables"]
     assert (built["release"] / "manifest.json").read_bytes() != b"" and a["created_at"] == b["created_at"]
+
+
+def test_generate_baselines_for_every_instance(built):
+    rel = built["release"]
+    inst = pd.read_parquet(rel / "instances.parquet").set_index("instance_id")
+    for system in ("copy-sample", "extractive"):
+        res = run_frame(["generate", "--release", str(rel), "--system", system], built["tmp"] / "ph")
+        assert res.returncode == 0, res.stderr[-2000:]
+        out = built["data"] / "generations" / "small" / "1.0.0" / system / "generations.parquet"
+        gen = pd.read_parquet(out).set_index("instance_id")
+        assert sorted(gen.index) == sorted(inst.index)
+        for iid, row in gen.iterrows():
+            sample = inst.loc[iid, "sample_markdown"]
+            if system == "copy-sample":
+                assert row.markdown == sample
+            else:
+                heads = [ln for ln in sample.splitlines() if ln.startswith("#")]
+                assert [ln for ln in row.markdown.splitlines() if ln.startswith("#")] == heads
+                assert row.markdown != sample

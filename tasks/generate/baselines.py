@@ -1,0 +1,229 @@
+"""Non-LLM baseline generators for FRAME instances (paper §5): given the sample report S (form) and the
+grounding documents G of the target period, produce a report R' for the target period.
+
+* `copy_sample` returns S unchanged: the "nothing changed" floor (perfect form, stale content).
+* `extractive` keeps S's skeleton - every heading line of S, byte-identical and in order, the H1 title
+  included - and under each heading puts passages of G retrieved for that section with the BM25 index
+  of `tasks.synthesize.retrieve` (query = heading path + the first sentence of S's content under the
+  heading, so the form of S steers what is pulled). Where S had a table under a heading, one table of G
+  is preferred there; elsewhere only prose/list passages are used. Passages are copied verbatim (whole,
+  never cut), so no number is invented or altered; each passage is used at most once per report; each
+  section gets at most `TEXT_BUDGET` tokens of prose (at most `TEXT_K` passages) and at most one table of
+  at most `TABLE_BUDGET` tokens. Headings of S with no content of their own (pure containers) stay empty.
+
+Both are deterministic. `generate_report(system, instance_row, grounding_rows)` dispatches by name over
+`GENERATORS`. Rows are plain mappings as read from the release tables (`instances.parquet`,
+`grounding_documents.parquet`), e.g. `pyarrow.parquet.read_table(...).to_pylist()`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from schemas.documents import GroundingDocument
+from schemas.structure import StructureNode
+from tasks.ground.load import GroundingSet
+from tasks.synthesize.retrieve import RetrievalIndex, parse_blocks, split_sentences
+
+__all__ = [
+    "GENERATORS",
+    "TABLE_BUDGET",
+    "TEXT_BUDGET",
+    "TEXT_K",
+    "SampleSection",
+    "copy_sample",
+    "extractive",
+    "generate_report",
+    "grounding_rows_for",
+    "grounding_set_from_rows",
+    "sample_sections",
+]
+
+TEXT_BUDGET = 300  # o200k_base tokens of prose/list passages per section
+TEXT_K = 3  # at most this many prose/list passages per section
+TABLE_BUDGET = 1500  # largest table copied into a section (a larger one is skipped whole, never cut)
+
+_HEADING = re.compile(r"^(#{1,6})[ \t]+\S")
+_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
+_DUMMY_SHA = "0" * 64
+
+
+# ---------------------------------------------------------------- rows -> grounding set
+
+
+def grounding_rows_for(instance_row: Mapping[str, Any], grounding_rows: Iterable[Mapping[str, Any]]) -> list:
+    """The rows of `grounding_documents` that make up this instance's G (its grounding set, restricted to
+    its `grounding_doc_ids` when given), in the order of `grounding_doc_ids`."""
+    gid = instance_row.get("grounding_set_id")
+    rows = [r for r in grounding_rows if gid is None or r.get("grounding_set_id") == gid]
+    wanted = list(instance_row.get("grounding_doc_ids") or [])
+    if not wanted:
+        return rows
+    by_id = {r["doc_id"]: r for r in rows}
+    return [by_id[d] for d in wanted if d in by_id]
+
+
+def grounding_set_from_rows(grounding_rows: Iterable[Mapping[str, Any]]) -> GroundingSet:
+    """A GroundingSet (documents + Markdown texts, no facts) from grounding_documents rows."""
+    docs: list[GroundingDocument] = []
+    texts: dict[str, str] = {}
+    for r in grounding_rows:
+        doc_id = str(r["doc_id"])
+        if doc_id in texts:
+            continue
+        meta = r.get("metadata") or {}
+        if not meta and r.get("metadata_json"):
+            try:
+                meta = json.loads(r["metadata_json"])
+            except ValueError:
+                meta = {}
+        sha = r.get("source_sha256") or ""
+        kind = r.get("source_kind")
+        docs.append(
+            GroundingDocument(
+                doc_id=doc_id,
+                title=str(r.get("title") or doc_id),
+                kind=r.get("kind") if r.get("kind") in ("prose", "table", "mixed") else "mixed",
+                tokens=int(r.get("tokens") or 0),
+                tables=int(r.get("tables") or 0),
+                images=int(r.get("images") or 0),
+                source_sha256=sha if len(sha) == 64 else _DUMMY_SHA,
+                source_kind=kind if kind in ("edgar", "arxiv") else "edgar",
+                file=f"{doc_id}.md",
+                metadata=meta if isinstance(meta, dict) else {},
+            )
+        )
+        texts[doc_id] = str(r.get("markdown") or "")
+    return GroundingSet(Path("."), docs, texts, [])
+
+
+# ---------------------------------------------------------------- the skeleton of S
+
+
+@dataclass(frozen=True)
+class SampleSection:
+    """One heading line of S with its heading path and what S put directly under it."""
+
+    line: str  # the heading line, byte-identical
+    level: int
+    path: tuple[str, ...]  # heading texts from the top down to (and including) this one
+    body: str  # S's content between this heading and the next heading of any level
+    has_table: bool
+    first_sentence: str
+
+
+def _heading_text(line: str) -> str:
+    return re.sub(r"\s*#*\s*$", "", line.lstrip("#").strip()).strip()
+
+
+def sample_sections(markdown: str) -> tuple[str, list[SampleSection]]:
+    """(preamble before the first heading, one SampleSection per heading line of S, in order).
+    Lines inside fenced code blocks are never headings."""
+    preamble: list[str] = []
+    heads: list[tuple[str, int, tuple[str, ...], list[str]]] = []
+    stack: list[tuple[int, str]] = []
+    fence: str | None = None
+    for line in markdown.splitlines():
+        m = _FENCE.match(line)
+        if fence is None and m is None and _HEADING.match(line):
+            level = len(line) - len(line.lstrip("#"))
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, _heading_text(line)))
+            heads.append((line, level, tuple(t for _, t in stack), []))
+            continue
+        if m is not None:
+            if fence is None:
+                fence = m.group(1)[0] * 3
+            elif m.group(1).startswith(fence):
+                fence = None
+        (heads[-1][3] if heads else preamble).append(line)
+    sections = []
+    for line, level, path, body_lines in heads:
+        body = "\n".join(body_lines).strip()
+        blocks = parse_blocks(body) if body else []
+        first = ""
+        for b in blocks:
+            if b.kind in ("text", "list") and not b.code:
+                sents = split_sentences(b.text)
+                first = sents[0] if sents else b.text.strip()
+                break
+        has_table = any(b.kind == "table" for b in blocks)
+        sections.append(SampleSection(line, level, path, body, has_table, first))
+    return "\n".join(preamble).strip(), sections
+
+
+# ---------------------------------------------------------------- generators
+
+
+def copy_sample(instance_row: Mapping[str, Any], grounding_rows: Iterable[Mapping[str, Any]] = ()) -> str:
+    """The sample report S, unchanged."""
+    return str(instance_row["sample_markdown"])
+
+
+def _safe(text: str) -> str:
+    """A passage never introduces a heading line into the output (it would change S's skeleton)."""
+    return "\n".join("\\" + ln if _HEADING.match(ln) else ln for ln in text.splitlines())
+
+
+def extractive(instance_row: Mapping[str, Any], grounding_rows: Iterable[Mapping[str, Any]]) -> str:
+    """S's headings, each filled with the most relevant verbatim passages of G (see the module docstring)."""
+    _, sections = sample_sections(str(instance_row["sample_markdown"]))
+    gset = grounding_set_from_rows(grounding_rows)
+    index = RetrievalIndex(gset)
+    used: set[tuple[str, str]] = set()
+    out: list[str] = []
+    for i, sec in enumerate(sections):
+        out.append(sec.line)
+        out.append("")
+        if not sec.body:  # a pure container in S: keep it a container
+            continue
+        node = StructureNode(
+            id=f"h{i}",
+            type="table" if sec.has_table else "text",
+            title=sec.path[-1] if sec.path else "",
+            objective=sec.first_sentence,
+            questions=list(sec.path[:-1]),  # heading path above, at question weight (0.5)
+        )
+        ranked = [p for p in index.rank(node) if (p.doc_id, p.text) not in used]
+        chosen = []
+        if sec.has_table:
+            table = next((p for p in ranked if p.kind == "table" and p.tokens <= TABLE_BUDGET), None)
+            if table is not None:
+                chosen.append(table)
+        left = TEXT_BUDGET
+        n_text = 0
+        for p in ranked:
+            if n_text >= TEXT_K:
+                break
+            if p.kind in ("text", "list") and p.tokens <= left:
+                chosen.append(p)
+                left -= p.tokens
+                n_text += 1
+        for p in chosen:
+            used.add((p.doc_id, p.text))
+            out.append(_safe(p.text.strip()))
+            out.append("")
+    text = "\n".join(out).strip()
+    return text + "\n" if text else ""
+
+
+Generator = Callable[[Mapping[str, Any], Iterable[Mapping[str, Any]]], str]
+
+GENERATORS: dict[str, Generator] = {"copy-sample": copy_sample, "extractive": extractive}
+
+
+def generate_report(
+    system: str, instance_row: Mapping[str, Any], grounding_rows: Iterable[Mapping[str, Any]]
+) -> str:
+    """R' for one instance by the named baseline system (a key of GENERATORS)."""
+    try:
+        gen = GENERATORS[system]
+    except KeyError:
+        raise ValueError(f"unknown generator {system!r} (known: {', '.join(sorted(GENERATORS))})") from None
+    return gen(instance_row, list(grounding_rows))

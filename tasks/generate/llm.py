@@ -1,0 +1,157 @@
+"""One-shot LLM generation baseline (paper §5): the model sees the sample report S (the required form)
+and the grounding documents G of the target period and writes the target report in S's form, only
+from G, in one call (prompt `prompts/generate_one_shot.md`, through `tasks.llm.client.LLMClient`, so
+replies are cached, retried and validated).
+
+Long inputs are handled explicitly, never silently truncated: the input budget is
+`settings.context_tokens - max_output_tokens - reserve` (reserve = min(2500, context_tokens // 10), room
+for one corrective turn, as in `tasks.llm.openai_backend`). While the rendered prompt (system + user,
+o200k_base tokens) exceeds it, the largest remaining full document is replaced by its *digest* (title,
+its heading lines and its first paragraph); the digested doc_ids are recorded in the returned metadata
+and the prompt says which documents are digests. If even S plus all digests do not fit, a
+`FrameInputError` is raised.
+
+The reply must be one JSON object {"report_markdown": "..."} whose Markdown is non-empty and has at least
+one heading line. `one_shot` returns `(markdown, metadata)`; metadata holds the provenance (model,
+prompt name and sha256, prompt/completion tokens, attempts, cached, request hash) and the input
+accounting (input_tokens, input_budget, digested doc_ids).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, field_validator
+
+from schemas.config import LLMSettings
+from tasks.errors import FrameInputError
+from tasks.ground.tokens import count_tokens
+from tasks.llm.client import LLMClient
+from tasks.llm.prompts import load_prompt, render
+from tasks.synthesize.retrieve import parse_blocks
+
+__all__ = ["PROMPT", "RESERVE_TOKENS", "GeneratedReport", "digest", "input_budget", "one_shot"]
+
+PROMPT = "generate_one_shot"
+ROLE = "generate_one_shot"
+RESERVE_TOKENS = 2500
+_HEADING_LINE = re.compile(r"^#{1,6}[ \t]+\S", re.M)
+
+
+class GeneratedReport(BaseModel):
+    report_markdown: str
+
+    @field_validator("report_markdown")
+    @classmethod
+    def _markdown(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("report_markdown is empty")
+        if not _HEADING_LINE.search(v):
+            raise ValueError("report_markdown has no Markdown heading line (expected the sample's form)")
+        return v.strip() + "\n"
+
+
+def input_budget(settings: LLMSettings) -> int:
+    reserve = min(RESERVE_TOKENS, settings.context_tokens // 10)
+    return settings.context_tokens - settings.max_output_tokens - reserve
+
+
+def digest(title: str, markdown: str) -> str:
+    """Title, every heading line and the first paragraph of a document (verbatim pieces)."""
+    lines = [f"{title} (digest: headings and first paragraph only)"]
+    first = None
+    for b in parse_blocks(markdown):
+        if b.kind == "heading":
+            lines.append("#" * max(b.level, 1) + " " + b.text.lstrip("#").strip())
+        elif first is None and b.kind == "text" and not b.code:
+            first = b.text.strip()
+            lines.append(first)
+    return "\n\n".join(lines)
+
+
+def _render_docs(docs: list[tuple[str, str, str]], digested: set[str]) -> str:
+    parts = []
+    for doc_id, title, md in docs:
+        body = digest(title, md) if doc_id in digested else md.strip()
+        tag = " (DIGEST)" if doc_id in digested else ""
+        parts.append(f"<<<DOCUMENT {doc_id}{tag}: {title}\n{body}\nDOCUMENT>>>")
+    return "\n\n".join(parts)
+
+
+def build_messages(
+    sample: str, docs: list[tuple[str, str, str]], settings: LLMSettings
+) -> tuple[list[dict[str, str]], dict[str, Any]]:
+    """The chat messages within the input budget, plus the accounting (see the module docstring)."""
+    prompt = load_prompt(PROMPT)
+    budget = input_budget(settings)
+    if budget <= 0:
+        raise FrameInputError(
+            "llm.context_tokens",
+            f"context_tokens {settings.context_tokens} leaves no room for input after max_output_tokens "
+            f"{settings.max_output_tokens}",
+        )
+    digested: set[str] = set()
+    full_tokens = {doc_id: count_tokens(md) for doc_id, _, md in docs}
+    while True:
+        note = ""
+        if digested:
+            note = (
+                f" ({len(digested)} of {len(docs)} documents are too long for the context and are given as "
+                "digests: title, headings and first paragraph; marked DIGEST)"
+            )
+        messages = render(
+            prompt, sample_report=sample.strip(), documents=_render_docs(docs, digested), digest_note=note
+        )
+        used = sum(count_tokens(m["content"]) for m in messages)
+        if used <= budget:
+            break
+        rest = [d for d, _, _ in docs if d not in digested]
+        if not rest:
+            raise FrameInputError(
+                "llm.context_tokens",
+                f"sample report plus digests of all {len(docs)} documents need {used} input tokens, budget "
+                f"{budget}: raise llm.context_tokens",
+            )
+        digested.add(max(rest, key=lambda d: (full_tokens[d], d)))
+    meta = {
+        "prompt": PROMPT,
+        "prompt_sha256": prompt.sha256,
+        "input_tokens": used,
+        "input_budget": budget,
+        "digested": [d for d, _, _ in docs if d in digested],
+    }
+    return messages, meta
+
+
+def one_shot(
+    instance_row: Mapping[str, Any],
+    grounding_rows: Iterable[Mapping[str, Any]],
+    settings: LLMSettings,
+    cache_dir: str | Path,
+    *,
+    client: LLMClient | None = None,
+) -> tuple[str, dict[str, Any]]:
+    """R' for one instance by one LLM call; returns (markdown, metadata)."""
+    docs = [
+        (str(r["doc_id"]), str(r.get("title") or r["doc_id"]), str(r.get("markdown") or ""))
+        for r in grounding_rows
+    ]
+    messages, meta = build_messages(str(instance_row["sample_markdown"]), docs, settings)
+    client = client or LLMClient(settings, cache_dir)
+    result = client.complete_json(ROLE, messages, GeneratedReport, None)
+    meta.update(
+        {
+            "system": "one-shot",
+            "instance_id": instance_row.get("instance_id"),
+            "model": result.model,
+            "prompt_tokens": result.prompt_tokens,
+            "completion_tokens": result.completion_tokens,
+            "attempts": result.attempts,
+            "cached": result.cached,
+            "request_hash": result.request_hash,
+        }
+    )
+    return result.value.report_markdown, meta
