@@ -33,6 +33,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python benchmarks/grounding.py
+	$(BIN)/python benchmarks/structure.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
