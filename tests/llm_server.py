@@ -290,3 +290,22 @@ def llm_server():
     """A started LLMTestServer, stopped after the test."""
     with LLMTestServer() as server:
         yield server
+
+
+def fast_settings(server: LLMTestServer, api_key_env: str, **overrides: Any):
+    """LLMSettings pointing at `server`, with short timeouts and backoff (any field can be overridden)."""
+    from schemas.config import LLMSettings
+
+    values: dict[str, Any] = dict(
+        backend="openai",
+        base_url=server.base_url,
+        model="test-model",
+        api_key_env=api_key_env,
+        timeout_s=5.0,
+        transient_retries=2,
+        invalid_retries=2,
+        backoff_initial_s=0.01,
+        backoff_max_s=0.05,
+    )
+    values.update(overrides)
+    return LLMSettings(**values)

@@ -10,13 +10,13 @@ import pyarrow.parquet as pq
 import pytest
 
 import tests.llm_server as fake_llm
-from schemas.config import LLMSettings
 from tasks.errors import FrameInputError
 from tasks.generate import GENERATORS, copy_sample, extractive, generate_report
 from tasks.generate.baselines import grounding_rows_for, sample_sections
 from tasks.generate.llm import input_budget, one_shot
 from tasks.ground.tokens import count_tokens
 from tasks.llm.prompts import load_prompt
+from tests.llm_server import fast_settings
 
 llm_server = fake_llm.llm_server
 
@@ -211,19 +211,7 @@ REPORT = "# Acme Corp quarterly report (Q2)\n\n## Results of Operations\n\nReven
 
 
 def llm_settings(server, **overrides):
-    values = dict(
-        backend="openai",
-        base_url=server.base_url,
-        model="test-model",
-        api_key_env=KEY_ENV,
-        timeout_s=5.0,
-        transient_retries=1,
-        invalid_retries=1,
-        backoff_initial_s=0.01,
-        backoff_max_s=0.05,
-    )
-    values.update(overrides)
-    return LLMSettings(**values)
+    return fast_settings(server, KEY_ENV, **{"transient_retries": 1, "invalid_retries": 1, **overrides})
 
 
 @pytest.fixture

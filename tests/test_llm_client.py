@@ -30,6 +30,7 @@ from tests.llm_server import (
     chat_reply,
     empty_choices,
     error,
+    fast_settings,
     json_reply,
     malformed,
     rate_limited,
@@ -63,20 +64,7 @@ def api_key(monkeypatch):
 
 
 def make_settings(server: LLMTestServer, **overrides) -> LLMSettings:
-    values = dict(
-        backend="openai",
-        base_url=server.base_url,
-        model="test-model",
-        api_key_env=KEY_ENV,
-        timeout_s=5.0,
-        transient_retries=3,
-        invalid_retries=2,
-        backoff_initial_s=0.01,
-        backoff_max_s=0.05,
-        concurrency=4,
-    )
-    values.update(overrides)
-    return LLMSettings(**values)
+    return fast_settings(server, KEY_ENV, **{"transient_retries": 3, "concurrency": 4, **overrides})
 
 
 def make_client(server: LLMTestServer, tmp_path: Path, **overrides) -> LLMClient:

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 import tests.llm_server as fake_llm
-from schemas.config import LLMSettings
 from schemas.documents import GroundingDocument
 from schemas.structure import Provenance, ReportStructure, StructureNode
 from tasks.ground.load import GroundingSet
@@ -19,7 +18,7 @@ from tasks.llm.backend import Backend, Passage, StepContext
 from tasks.llm.client import LLMOutputError
 from tasks.llm.openai_backend import ContextBudgetError, OpenAIBackend, document_digest
 from tasks.llm.prompts import PromptError, load_prompt, parse_prompt, render
-from tests.llm_server import LLMTestServer, json_reply
+from tests.llm_server import LLMTestServer, fast_settings, json_reply
 
 llm_server = fake_llm.llm_server  # the pytest fixture (a started local server), used by name below
 
@@ -86,19 +85,7 @@ def small_gset(tmp_path: Path) -> GroundingSet:
 
 
 def make_backend(server: LLMTestServer, tmp_path: Path, **overrides) -> OpenAIBackend:
-    values = dict(
-        backend="openai",
-        base_url=server.base_url,
-        model="test-model",
-        api_key_env=KEY_ENV,
-        timeout_s=5.0,
-        transient_retries=2,
-        invalid_retries=2,
-        backoff_initial_s=0.01,
-        backoff_max_s=0.05,
-    )
-    values.update(overrides)
-    return OpenAIBackend(LLMSettings(**values), tmp_path / "cache")
+    return OpenAIBackend(fast_settings(server, KEY_ENV, **overrides), tmp_path / "cache")
 
 
 STRUCTURE = {
