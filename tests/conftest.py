@@ -47,3 +47,26 @@ def prefect_harness(tmp_path_factory):
 
     with prefect_test_harness(server_startup_timeout=120):
         yield home
+
+
+# The two-domain config the build tests share: NVDA 10-Q (2 snapshots) and gravitational waves (2 windows).
+# Braces are doubled: test modules append it to a str.format template.
+SMALL_DOMAINS = """[[domains]]
+kind = "edgar"
+name = "NVDA-10-Q"
+category = "financial_quarterly"
+ticker = "NVDA"
+form = "10-Q"
+periods = ["2023-07-30", "2025-07-27"]
+[[domains]]
+kind = "arxiv"
+name = "gw"
+category = "academic_simple"
+topic = "gravitational-wave-astrophysics"
+query = "cat:astro-ph.HE"
+papers_per_window = 3
+windows = [
+  {{ label = "W1", start = "2021-11-01", end = "2022-06-30" }},
+  {{ label = "W2", start = "2022-07-01", end = "2023-02-28" }},
+]
+"""

@@ -14,37 +14,22 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, SMALL_DOMAINS
 
 pytestmark = pytest.mark.skipif(not (CORPUS / "edgar").is_dir(), reason="shared corpus not found")
 
 FRAME = str(Path(sys.executable).with_name("frame"))
 
-SMALL = """
+SMALL = (
+    """
 [build]
 data_dir = "{data}"
 [source]
 mode = "mirror"
 mirror = "{corpus}"
-[[domains]]
-kind = "edgar"
-name = "NVDA-10-Q"
-category = "financial_quarterly"
-ticker = "NVDA"
-form = "10-Q"
-periods = ["2023-07-30", "2025-07-27"]
-[[domains]]
-kind = "arxiv"
-name = "gw"
-category = "academic_simple"
-topic = "gravitational-wave-astrophysics"
-query = "cat:astro-ph.HE"
-papers_per_window = 3
-windows = [
-  {{ label = "W1", start = "2021-11-01", end = "2022-06-30" }},
-  {{ label = "W2", start = "2022-07-01", end = "2023-02-28" }},
-]
 """
+    + SMALL_DOMAINS
+)
 
 
 def write_config(tmp: Path, data: Path) -> Path:

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tasks.llm.prompts import load_prompt
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, SMALL_DOMAINS
 from tests.llm_server import LLMTestServer, Recorded, Reply, chat_reply, error
 
 pytestmark = pytest.mark.skipif(
@@ -54,7 +54,8 @@ FLAKY = ("structure_restricted", EDGAR, "2025-07-27")  # malformed for its first
 BROKEN = ("fill", ARXIV, "W2")  # malformed until the server is fixed
 SYNTH = ("structure", "questions", "outline", "fill", "validate")
 
-CONFIG = """
+CONFIG = (
+    """
 [build]
 data_dir = "{data}"
 [llm]
@@ -69,25 +70,9 @@ backoff_max_s = 0.2
 [source]
 mode = "mirror"
 mirror = "{corpus}"
-[[domains]]
-kind = "edgar"
-name = "NVDA-10-Q"
-category = "financial_quarterly"
-ticker = "NVDA"
-form = "10-Q"
-periods = ["2023-07-30", "2025-07-27"]
-[[domains]]
-kind = "arxiv"
-name = "gw"
-category = "academic_simple"
-topic = "gravitational-wave-astrophysics"
-query = "cat:astro-ph.HE"
-papers_per_window = 3
-windows = [
-  {{ label = "W1", start = "2021-11-01", end = "2022-06-30" }},
-  {{ label = "W2", start = "2022-07-01", end = "2023-02-28" }},
-]
 """
+    + SMALL_DOMAINS
+)
 
 # ------------------------------------------------------------------------------ smart responder
 

@@ -53,8 +53,17 @@ def bad_files(tmp: Path) -> dict[str, tuple[Path, list[str], str]]:
     }
 
 
-CASES = ["empty", "empty-detect", "binary", "truncated", "truncated-detected", "plain-html-as-edgar",
-         "10-K-given-as-10-Q", "truncated-paper", "missing"]
+CASES = [
+    "empty",
+    "empty-detect",
+    "binary",
+    "truncated",
+    "truncated-detected",
+    "plain-html-as-edgar",
+    "10-K-given-as-10-Q",
+    "truncated-paper",
+    "missing",
+]
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -16,8 +16,12 @@ DEMO = ROOT / "configs" / "demo.toml"
 def test_demo_config_covers_every_corpus_filing_and_paper(corpus):
     cfg = load_config(DEMO)
     assert cfg.source.mode == "mirror" and cfg.source.mirror == corpus.resolve()
-    filings = {(d.ticker, d.form, p.isoformat()) for d in cfg.domains if isinstance(d, EdgarDomain)
-               for p in d.periods}
+    filings = {
+        (d.ticker, d.form, p.isoformat())
+        for d in cfg.domains
+        if isinstance(d, EdgarDomain)
+        for p in d.periods
+    }
     assert filings == {(r["ticker"], r["form"], r["period_end"]) for r in edgar_rows()}
     topics = {d.topic: d for d in cfg.domains if isinstance(d, ArxivDomain)}
     assert set(topics) == {r["topic"] for r in arxiv_rows()}
@@ -25,7 +29,11 @@ def test_demo_config_covers_every_corpus_filing_and_paper(corpus):
         n = sum(1 for r in arxiv_rows() if r["topic"] == topic)
         assert d.papers_per_window * len(d.windows) >= n
     assert {d.category for d in cfg.domains} == {
-        "financial_quarterly", "financial_annual", "academic_simple", "academic_complex"}
+        "financial_quarterly",
+        "financial_annual",
+        "academic_simple",
+        "academic_complex",
+    }
 
 
 GOOD = """
@@ -68,12 +76,15 @@ def test_good_config_resolves_paths_against_its_folder(tmp_path):
     [
         (('form = "10-Q"', 'form = "8-K"'), "domains[0].form", "10-Q"),
         (('category = "financial_quarterly"', 'category = "financial_annual"'), "domains[0]", "10-Q"),
-        (('periods = ["2023-07-01", "2025-03-29"]', 'periods = ["2025-03-29", "2023-07-01"]'), "domains[0]",
-         "ascending"),
+        (
+            ('periods = ["2023-07-01", "2025-03-29"]', 'periods = ["2025-03-29", "2023-07-01"]'),
+            "domains[0]",
+            "ascending",
+        ),
         (('periods = ["2023-07-01", "2025-03-29"]', 'periods = ["2023-13-01"]'), "domains[0].periods", ""),
         (('name = "AAPL-10-Q"', 'name = "../escape"'), "domains[0].name", "letters"),
         (('ticker = "AAPL"', 'ticker = "AA/PL"'), "domains[0].ticker", "ticker"),
-        (('papers_per_window = 3', 'papers_per_window = 0'), "domains[1].papers_per_window", ""),
+        (("papers_per_window = 3", "papers_per_window = 0"), "domains[1].papers_per_window", ""),
         (('end = "2022-06-30"', 'end = "2020-06-30"'), "domains[1].windows[0]", "before"),
         (('mode = "mirror"\nmirror = "corpus"', 'mode = "mirror"'), "source", "mirror"),
         (('mode = "mirror"', 'mode = "ftp"'), "source.mode", ""),

@@ -24,8 +24,9 @@ def grounded(tmp_path_factory):
     for row in ROWS:
         src = CORPUS / "edgar" / row["path"]
         folder = base / row["path"].replace("/", "_")
-        write_grounding(ground_source(src.read_bytes(), str(src), kind="edgar", expected_form=row["form"]),
-                        folder)
+        write_grounding(
+            ground_source(src.read_bytes(), str(src), kind="edgar", expected_form=row["form"]), folder
+        )
         out[row["path"]] = (src, folder)
     return out
 

@@ -16,10 +16,22 @@ from tests.conftest import CORPUS
 
 pytestmark = pytest.mark.skipif(not (CORPUS / "edgar").is_dir(), reason="shared corpus not found")
 
-NVDA = EdgarDomain(kind="edgar", name="NVDA-10-Q", category="financial_quarterly", ticker="NVDA",
-                   form="10-Q", periods=["2023-07-30", "2025-07-27"])
-AAPL = EdgarDomain(kind="edgar", name="AAPL-10-Q", category="financial_quarterly", ticker="AAPL",
-                   form="10-Q", periods=["2023-07-01", "2025-03-29"])
+NVDA = EdgarDomain(
+    kind="edgar",
+    name="NVDA-10-Q",
+    category="financial_quarterly",
+    ticker="NVDA",
+    form="10-Q",
+    periods=["2023-07-30", "2025-07-27"],
+)
+AAPL = EdgarDomain(
+    kind="edgar",
+    name="AAPL-10-Q",
+    category="financial_quarterly",
+    ticker="AAPL",
+    form="10-Q",
+    periods=["2023-07-01", "2025-03-29"],
+)
 
 
 def broken_mirror(tmp: Path) -> Path:
@@ -46,8 +58,11 @@ def broken_mirror(tmp: Path) -> Path:
 def test_failing_domain_does_not_stop_others_and_rerun_is_cached(tmp_path, prefect_harness):
     from flows.ground import run_domains
 
-    cfg = FrameConfig(source=SourceConfig(mode="mirror", mirror=broken_mirror(tmp_path)),
-                      domains=[AAPL, NVDA], build={"data_dir": tmp_path / "data"})
+    cfg = FrameConfig(
+        source=SourceConfig(mode="mirror", mirror=broken_mirror(tmp_path)),
+        domains=[AAPL, NVDA],
+        build={"data_dir": tmp_path / "data"},
+    )
     summary = {s["domain"]: s for s in run_domains(cfg, ["AAPL-10-Q", "NVDA-10-Q"])}
     assert summary["NVDA-10-Q"]["status"] == "ok"
     assert summary["AAPL-10-Q"]["status"] == "failed" and summary["AAPL-10-Q"]["input_error"]
@@ -81,7 +96,7 @@ def test_cli_ground_domains_reports_bad_domain_in_one_line(tmp_path):
     config = tmp_path / "build.toml"
     config.write_text(f"""
 [build]
-data_dir = "{tmp_path / 'data'}"
+data_dir = "{tmp_path / "data"}"
 [source]
 mode = "mirror"
 mirror = "{mirror}"
@@ -93,13 +108,21 @@ ticker = "AAPL"
 form = "10-Q"
 periods = ["2025-03-29"]
 """)
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home"),
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(tmp_path / "prefect-home"),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+    }
     env.pop("PREFECT_API_URL", None)
     frame = str(Path(sys.executable).with_name("frame"))
-    res = subprocess.run([frame, "ground-domains", "--config", str(config)], capture_output=True, text=True,
-                         env=env, timeout=300)
+    res = subprocess.run(
+        [frame, "ground-domains", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert res.returncode == 2, res.stderr
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr

@@ -76,19 +76,26 @@ def _filing(body: str) -> bytes:
 
 
 def _page(n: int, text: str) -> str:
-    return (f'<div>Acme Corp. | Q1 Form 10-Q</div><div>{text}</div><div>{n}</div>'
-            '<hr style="page-break-after:always"/>')
+    return (
+        f"<div>Acme Corp. | Q1 Form 10-Q</div><div>{text}</div><div>{n}</div>"
+        '<hr style="page-break-after:always"/>'
+    )
 
 
 def test_cleaning_drops_running_headers_page_numbers_and_keeps_facts():
-    body = "".join([
-        _page(1, "PART I — FINANCIAL INFORMATION"),
-        _page(2, "Item 2. Management’s Discussion and Analysis"),
-        _page(3, 'Revenue was $<ix:nonFraction name="us-gaap:Revenues" contextRef="c1" unitRef="usd" '
-                 'decimals="-6" scale="6" format="ixt:num-dot-decimal">1,234</ix:nonFraction> million.'),
-        _page(4, "Item 4. Controls and Procedures"),
-        _page(5, "Our controls are effective."),
-    ])
+    body = "".join(
+        [
+            _page(1, "PART I — FINANCIAL INFORMATION"),
+            _page(2, "Item 2. Management’s Discussion and Analysis"),
+            _page(
+                3,
+                'Revenue was $<ix:nonFraction name="us-gaap:Revenues" contextRef="c1" unitRef="usd" '
+                'decimals="-6" scale="6" format="ixt:num-dot-decimal">1,234</ix:nonFraction> million.',
+            ),
+            _page(4, "Item 4. Controls and Procedures"),
+            _page(5, "Our controls are effective."),
+        ]
+    )
     clean = clean_filing(_filing(body), "acme.htm")
     assert "Acme Corp." not in clean.html
     assert clean.removed.get("running_header_footer", 0) >= 5 and clean.removed.get("page_number", 0) >= 5
