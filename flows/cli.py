@@ -157,52 +157,64 @@ def _prefect_session(cfg) -> None:
     route_prefect_console(cfg.build.data_dir / "logs" / f"build-{stamp}.log")
 
 
-def _run_build_with_progress(cfg, names: list[str], refresh: list[str]) -> list[dict]:
-    """Run the build flow in a worker thread; the bar counts gold reports as they are written."""
+def _run_with_bar(label: str, unit: str, work, poll) -> object:
+    """Run `work()` (a flow) in a worker thread while a rich bar shows `poll() -> (done, total|None)`;
+    returns its result or re-raises its exception here, in the main thread."""
     import threading
-    import time
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            box["result"] = work()
+        except BaseException as exc:  # surfaced below, in the main thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    with Progress(
+        TextColumn(f"[bold]{label}[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(unit),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,  # logs only when not on a terminal (CI, pipes)
+    ) as progress:
+        bar = progress.add_task(unit, total=None)
+        while worker.is_alive():
+            worker.join(0.5)
+            done, total = poll()
+            progress.update(bar, completed=done, total=total)
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
+def _run_build_with_progress(cfg, names: list[str], refresh: list[str]) -> list[dict]:
+    """Run the build flow; the bar counts gold reports as they are written."""
+    import time
 
     from flows.build import build
 
     total = sum(len(cfg.domain(n).snapshots) for n in names)
     reports = cfg.build.data_dir / "reports"
     start = time.time()
-    box: dict = {}
 
-    def work() -> None:
-        try:
-            box["results"] = build(cfg, names, refresh)
-        except BaseException as exc:  # surfaced below, in the main thread
-            box["error"] = exc
+    def poll() -> tuple[int, int]:
+        done = sum(
+            1
+            for n in names
+            for t in cfg.domain(n).snapshots
+            if (reports / n / t / "report.md").is_file()
+            and (reports / n / t / "report.md").stat().st_mtime >= start
+        )
+        return done, total
 
-    worker = threading.Thread(target=work, daemon=True)
-    worker.start()
-    with Progress(
-        TextColumn("[bold]build[/]"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("snapshots"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    ) as progress:
-        bar = progress.add_task("snapshots", total=total)
-        while worker.is_alive():
-            worker.join(0.5)
-            done = sum(
-                1
-                for n in names
-                for t in cfg.domain(n).snapshots
-                if (reports / n / t / "report.md").is_file()
-                and (reports / n / t / "report.md").stat().st_mtime >= start
-            )
-            progress.update(bar, completed=done)
-    if "error" in box:
-        raise box["error"]
-    return box["results"]
+    return _run_with_bar("build", "snapshots", lambda: build(cfg, names, refresh), poll)  # type: ignore[return-value]
 
 
 @app.command("build")
@@ -312,12 +324,27 @@ def release_diff(
     print(json.dumps(d, indent=2, default=str) if as_json else format_diff_markdown(d))
 
 
+def _llm_settings(config: Path | None):
+    """LLM settings from --config's [llm] (or the defaults), with the FRAME_LLM_* env overrides."""
+    from schemas.config import LLMSettings, load_config
+
+    if config is not None:
+        cfg = load_config(config)
+        return cfg.llm.resolved(), Path(cfg.build.data_dir)
+    return LLMSettings().resolved(), None
+
+
 @app.command("generate")
 def generate_cmd(
     release: Annotated[Path, typer.Option("--release", help="data/releases/<name>/<version>")],
-    system: Annotated[str, typer.Option("--system", help="copy-sample | extractive")],
+    system: Annotated[str, typer.Option("--system", help="copy-sample | extractive | one-shot")],
+    config: Annotated[
+        Path | None, typer.Option("--config", help="TOML config whose [llm] the one-shot system uses")
+    ] = None,
 ) -> None:
     """Write one generated report per instance (data/generations/<name>/<version>/<system>/)."""
+    import os
+
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from flows.generate import generate_all
@@ -325,6 +352,8 @@ def generate_cmd(
     try:
         import pandas as pd
 
+        llm, data_dir = _llm_settings(config)
+        cache_dir = Path(os.environ.get("FRAME_CACHE_DIR") or (data_dir or Path("data")) / "cache")
         total = (
             len(pd.read_parquet(release / "instances.parquet"))
             if (release / "instances.parquet").is_file()
@@ -339,10 +368,146 @@ def generate_cmd(
             disable=not console.is_terminal,
         ) as progress:
             bar = progress.add_task("instances", total=total)
-            out = generate_all(release, system, on_done=lambda _id: progress.advance(bar))
+            out = generate_all(
+                release, system, on_done=lambda _id: progress.advance(bar), llm=llm, cache_dir=cache_dir
+            )
     except FrameInputError as exc:
         _fail(exc)
+    except Exception as exc:
+        from tasks.llm.client import LLMError
+
+        if not isinstance(exc, LLMError):
+            raise
+        print(f"frame: error: generate {system}: {str(exc).splitlines()[0]}", file=sys.stderr)
+        raise typer.Exit(1) from None
     print(f"generations: {out}")
+
+
+@app.command("score")
+def score_cmd(
+    release: Annotated[Path, typer.Option("--release", help="data/releases/<name>/<version>")],
+    systems: Annotated[
+        str, typer.Option("--systems", help="comma-separated: gold, copy-sample, extractive, one-shot")
+    ] = "gold,copy-sample,extractive",
+    judge: Annotated[
+        str, typer.Option("--judge", help="offline | openai (coverage, faithfulness)")
+    ] = "offline",
+    embedder: Annotated[str, typer.Option("--embedder", help="minilm | openai:<model>")] = "minilm",
+    tree: Annotated[
+        str, typer.Option("--tree", help="deterministic | llm structure trees")
+    ] = "deterministic",
+    max_items: Annotated[int, typer.Option("--max-items", help="units / claims sampled per report")] = 100,
+    seed: Annotated[int, typer.Option("--seed", help="sampling and bootstrap seed")] = 0,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", help="bootstrap resamples for the CIs")] = 2000,
+    gamma: Annotated[float, typer.Option("--gamma", help="depth weighting of Algorithm 1 (0 = off)")] = 0.0,
+    config: Annotated[Path | None, typer.Option("--config", help="TOML config whose [llm] is used")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="output folder (default data/scores/...)")] = None,
+) -> None:
+    """Score generated reports: structure, coverage, faithfulness; leaderboard with CIs; plots."""
+    import time
+
+    from pydantic import ValidationError
+
+    from schemas.scoring import ScoreSettings
+
+    try:
+        if not (release / "instances.parquet").is_file():
+            raise FrameInputError(release / "instances.parquet", "missing: not a frame release folder")
+        names = [s.strip() for s in systems.split(",") if s.strip()]
+        if not names or len(set(names)) != len(names):
+            raise FrameInputError(
+                "--systems", f"give distinct, comma-separated system names (got {systems!r})"
+            )
+        try:
+            settings = ScoreSettings(
+                judge=judge,
+                embedder=embedder,
+                tree=tree,
+                max_items=max_items,
+                seed=seed,
+                bootstrap=bootstrap,
+                gamma=gamma,
+            )
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise FrameInputError(
+                f"--{'-'.join(map(str, err['loc'])).replace('_', '-')}", err["msg"]
+            ) from None
+        llm, data_dir = _llm_settings(config)
+        data_dir = data_dir or release.resolve().parents[2]
+        from flows.generate import check_system
+
+        for name in names:
+            if name != "gold":
+                check_system(name, llm)
+    except FrameInputError as exc:
+        _fail(exc)
+
+    from flows.settings import configure_prefect, route_prefect_console
+
+    configure_prefect(data_dir)
+    import datetime as dt
+
+    import flows.score as score_flow
+
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    route_prefect_console(data_dir / "logs" / f"score-{stamp}.log")
+    started = time.time()
+    try:
+        result = _run_with_bar(
+            "score",
+            "instance x system x metric",
+            lambda: score_flow.score_release(
+                str(release),
+                names,
+                settings,
+                llm if llm.backend == "openai" else None,
+                str(out) if out else None,
+            ),
+            lambda: (score_flow.PROGRESS["done"], score_flow.PROGRESS["total"] or None),
+        )
+    except FrameInputError as exc:
+        _fail(exc)
+    except Exception as exc:
+        print(f"frame: error: score: {str(exc).splitlines()[0] if str(exc) else repr(exc)}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    folder = Path(str(result))
+    print((folder / "leaderboard.md").read_text(encoding="utf-8"))
+    print(f"scores: {folder} ({time.time() - started:.1f} s)")
+
+
+@app.command("annotate")
+def annotate_cmd(
+    scores: Annotated[Path, typer.Option("--scores", help="a `frame score` output folder")],
+    out: Annotated[Path, typer.Option("--out", help="folder for items.csv, judge.csv, GUIDELINES.md")],
+    metric: Annotated[str, typer.Option("--metric", help="coverage | faithfulness")] = "coverage",
+    n: Annotated[int, typer.Option("--n", help="items to sample (spread over systems)")] = 40,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    systems: Annotated[
+        str | None, typer.Option("--systems", help="comma-separated systems to sample from (default: all)")
+    ] = None,
+) -> None:
+    """Export a blind annotation sheet (items.csv, no judge scores) and the judge's scores (judge.csv)."""
+    import pandas as pd
+
+    from tasks.atomic import atomic_write_text
+    from tasks.score.annotate import GUIDELINES, annotation_sheets
+
+    try:
+        path = scores / "evidence.parquet"
+        if not path.is_file():
+            raise FrameInputError(path, "missing: not a `frame score` output folder")
+        try:
+            chosen = [x.strip() for x in systems.split(",") if x.strip()] if systems else None
+            items, judge = annotation_sheets(pd.read_parquet(path), metric, n, seed, chosen)
+        except ValueError as exc:
+            raise FrameInputError("--systems" if "system" in str(exc) else "--metric", str(exc)) from None
+    except FrameInputError as exc:
+        _fail(exc)
+    atomic_write_text(out / "items.csv", items.to_csv(index=False, lineterminator="\n"))
+    atomic_write_text(out / "judge.csv", judge.to_csv(index=False, lineterminator="\n"))
+    atomic_write_text(out / "GUIDELINES.md", f"# Annotation guideline: {metric}\n\n{GUIDELINES[metric]}\n")
+    print(f"{out}: {len(items)} {metric} items (items.csv is blind; judge.csv holds the judge's scores)")
 
 
 @app.command("align")

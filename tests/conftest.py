@@ -70,3 +70,76 @@ windows = [
   {{ label = "W2", start = "2022-07-01", end = "2023-02-28" }},
 ]
 """
+
+
+def frame_env(prefect_home: Path) -> dict[str, str]:
+    """Environment for a `frame` subprocess with its own Prefect home (and a fixed release date)."""
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(prefect_home),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+        "SOURCE_DATE_EPOCH": "1767225600",
+        "HF_HUB_OFFLINE": "1",
+    }
+    for k in ("PREFECT_API_URL", "PREFECT_LOCAL_STORAGE_PATH", "FRAME_CACHE_DIR"):
+        env.pop(k, None)
+    return env
+
+
+@pytest.fixture(scope="session")
+def demo_release(tmp_path_factory) -> Path:
+    """The demo release (configs/demo.toml: the whole shared corpus, offline backend), built once per
+    test session into a temporary data folder with `frame build`; returns the release folder."""
+    import subprocess
+    import sys
+
+    if not CORPUS.is_dir():
+        pytest.skip(f"shared corpus not found at {CORPUS}")
+    tmp = tmp_path_factory.mktemp("demo")
+    text = (ROOT / "configs" / "demo.toml").read_text(encoding="utf-8")
+    text = text.replace('data_dir = "../data"', f'data_dir = "{tmp / "data"}"')
+    text = text.replace('mirror = "../../shared/corpus"', f'mirror = "{CORPUS}"')
+    cfg = tmp / "demo.toml"
+    cfg.write_text(text, encoding="utf-8")
+    frame = str(Path(sys.executable).with_name("frame"))
+    res = subprocess.run(
+        [frame, "build", "--config", str(cfg), "--release", "demo", "--version", "0.1.0"],
+        capture_output=True,
+        text=True,
+        env=frame_env(tmp / "prefect"),
+        timeout=1200,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    release = tmp / "data" / "releases" / "demo" / "0.1.0"
+    assert (release / "instances.parquet").is_file()
+    return release
+
+
+SCORED_SYSTEMS = "gold,copy-sample,extractive"
+
+
+@pytest.fixture(scope="session")
+def demo_scored(demo_release, tmp_path_factory) -> dict:
+    """`frame score` (offline judges, all metrics) over the demo release for gold, copy-sample and
+    extractive, run twice with one Prefect home: the second run must come entirely from cache.
+    Returns {"release", "out" (the scores folder), "cache" (FRAME_CACHE_DIR used), "first", "second"}."""
+    import subprocess
+    import sys
+
+    home = tmp_path_factory.mktemp("score-prefect")
+    frame = str(Path(sys.executable).with_name("frame"))
+    args = [frame, "score", "--release", str(demo_release), "--systems", SCORED_SYSTEMS]
+    runs = []
+    for _ in range(2):
+        res = subprocess.run(args, capture_output=True, text=True, env=frame_env(home), timeout=1800)
+        assert res.returncode == 0, res.stderr[-3000:]
+        runs.append(res)
+    data = demo_release.parents[2]
+    return {
+        "release": demo_release,
+        "out": data / "scores" / "demo" / "0.1.0",
+        "cache": data / "cache",
+        "first": runs[0],
+        "second": runs[1],
+    }

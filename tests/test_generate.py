@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -20,7 +21,6 @@ from tests.llm_server import fast_settings
 
 llm_server = fake_llm.llm_server
 
-RELEASE = Path(__file__).resolve().parents[1] / "data" / "releases" / "demo" / "0.1.0"
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _HEADING = re.compile(r"^#{1,6}[ \t]+\S")
 
@@ -168,11 +168,9 @@ def test_unknown_generator():
 
 
 @pytest.fixture(scope="module")
-def demo():
-    if not (RELEASE / "instances.parquet").is_file():
-        pytest.skip(f"no demo release at {RELEASE} (build it with `make demo`)")
-    instances = pq.read_table(RELEASE / "instances.parquet").to_pylist()
-    grounding = pq.read_table(RELEASE / "grounding_documents.parquet").to_pylist()
+def demo(demo_release):
+    instances = pq.read_table(demo_release / "instances.parquet").to_pylist()
+    grounding = pq.read_table(demo_release / "grounding_documents.parquet").to_pylist()
     return instances, grounding
 
 
@@ -281,3 +279,47 @@ def test_one_shot_too_small_context_raises(llm_server, api_key, tmp_path):
     with pytest.raises(FrameInputError, match="context_tokens"):
         one_shot(INSTANCE, G_ROWS, settings, tmp_path / "cache")
     assert llm_server.chat_requests == []
+
+
+def test_cli_one_shot_over_http(llm_server, demo_release, tmp_path):
+    """`frame generate --system one-shot` in a subprocess talks HTTP to the local server: one call per
+    instance, the API key only in the Authorization header, reports written per instance."""
+    import subprocess
+    import sys
+
+    import pandas as pd
+
+    from tests.conftest import frame_env
+
+    def answer(req):
+        user = req.messages[-1]["content"]
+        title = next(ln for ln in user.splitlines() if ln.startswith("# "))
+        return fake_llm.json_reply({"report_markdown": f"{title}\n\n## Overview\n\nA generated report.\n"})
+
+    llm_server.default_chat = answer
+    env = {
+        **frame_env(tmp_path / "ph"),
+        "FRAME_LLM_BACKEND": "openai",
+        "FRAME_LLM_BASE_URL": llm_server.base_url,
+        "FRAME_LLM_MODEL": "test-model",
+        "OPENAI_API_KEY": "sk-test-one-shot-secret",
+        "FRAME_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    frame = str(Path(sys.executable).with_name("frame"))
+    args = [frame, "generate", "--release", str(demo_release), "--system", "one-shot"]
+    res = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    n = len(pd.read_parquet(demo_release / "instances.parquet"))
+    assert len(llm_server.chat_requests) == n
+    auth = {r.headers["authorization"] for r in llm_server.chat_requests}
+    assert auth == {"Bearer sk-test-one-shot-secret"}
+    out = demo_release.parents[2] / "generations" / "demo" / "0.1.0" / "one-shot"
+    gens = pd.read_parquet(out / "generations.parquet")
+    assert len(gens) == n and gens["markdown"].str.contains("A generated report.").all()
+    assert "sk-test-one-shot-secret" not in (out / "generations.parquet").read_bytes().decode("latin-1")
+    assert all(json.loads(m)["model"] for m in gens["metadata_json"])
+    # without an endpoint: one line, exit 2, nothing generated
+    env.pop("FRAME_LLM_BASE_URL")
+    env["FRAME_LLM_BACKEND"] = "offline"
+    res = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 2 and "one-shot needs an OpenAI-compatible endpoint" in res.stderr

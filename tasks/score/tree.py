@@ -25,13 +25,22 @@ __all__ = ["report_tree", "tree_size", "CONTAINER_WORDS", "CONTENT_WORDS"]
 CONTAINER_WORDS = 30
 CONTENT_WORDS = 40
 
-_HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+# Markdown block patterns, shared with tasks.score.coverage (one reading of a report's blocks).
+HEADING_RE = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+LIST_ITEM_RE = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])\s+")
+TABLE_SEP_RE = re.compile(r"^\s*\|?\s*:?-{1,}:?\s*(\|\s*:?-{1,}:?\s*)*\|?\s*$")
+HRULE_RE = re.compile(r"^ {0,3}([-*_])(\s*\1){2,}\s*$")
+LINK_RE = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_HEADING, _FENCE, _LIST_ITEM, _TABLE_SEP, _HRULE, _LINK = (
+    HEADING_RE,
+    FENCE_RE,
+    LIST_ITEM_RE,
+    TABLE_SEP_RE,
+    HRULE_RE,
+    LINK_RE,
+)
 _IMAGE = re.compile(r"^\s*!\[([^\]]*)\]\(([^)\s]*)(?:\s+\"([^\"]*)\")?\)\s*$")
-_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,9}[.)])\s+")
-_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{1,}:?\s*(\|\s*:?-{1,}:?\s*)*\|?\s*$")
-_HRULE = re.compile(r"^ {0,3}([-*_])(\s*\1){2,}\s*$")
-_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _MARKUP = re.compile(r"[*_`]+|<[^>]+>")
 
 

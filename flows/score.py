@@ -1,0 +1,535 @@
+"""The `score` flow: reports generated for a release's instances -> FRAME's three metrics -> leaderboard.
+
+For every system a cached `generate` task produces one report per instance (the pseudo-system `gold`
+is the gold report Y itself: the reference ceiling). Then one cached task per instance x system x metric
+computes structural similarity (Algorithm 1 over the two structure trees), coverage (information-unit
+recall of Y's units in R') or faithfulness (claim support of R' against G). A task's cache key is its
+inputs (the sha256 of the texts it reads, the scoring settings, the judge's endpoint and model) plus the
+digest of the scoring code and prompts, so a rerun with nothing changed recomputes nothing and a rerun
+after a failure computes only what is missing.
+
+Outputs, each written atomically, in data/scores/<release name>/<version>/ (a release is immutable, so
+scores live beside it, never inside it):
+
+* `scores.parquet`: instance_id, category, system, metric, value, judge, population, sampled, detail_json
+* `evidence.parquet`: one row per graded unit / claim: item_id, score, stage, text, source, evidence...
+* `leaderboard.md`, `leaderboard.csv`: means with seeded 95% bootstrap CIs, overall and per category
+* `plots/<metric>_vs_buckets.png`: each metric against gold length, grounding length and table-count buckets
+* `manifest.json`: settings, judges, systems with their generation digests, code version, row counts
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from prefect import flow, get_run_logger, task
+from prefect.task_runners import ThreadPoolTaskRunner
+
+from flows.caching import STABLE
+from flows.generate import LLM_SYSTEMS, check_system, generate_reports, load_release_inputs, write_generations
+from schemas.config import LLMSettings
+from schemas.scoring import METRICS, MetricResult, ScoreSettings
+from tasks.atomic import atomic_write_bytes, atomic_write_text
+from tasks.errors import FrameInputError
+from tasks.ground.tokens import count_tokens
+from tasks.score.judges import GroundingDoc
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLD = "gold"  # pseudo-system: the gold report Y scored against itself / G (the ceiling)
+# What the metric values depend on (globs under the repo root): a change here invalidates the score
+# caches; edits elsewhere (the leaderboard, plots, the CLI) do not.
+SCORING_CODE = (
+    "tasks/score/coverage.py",
+    "tasks/score/faithfulness.py",
+    "tasks/score/judges.py",
+    "tasks/score/numbers.py",
+    "tasks/score/structure.py",
+    "tasks/score/tree.py",
+    "tasks/score/tree_llm.py",
+    "tasks/score/embed.py",
+    "tasks/llm/*.py",
+    "tasks/synthesize/retrieve.py",
+    "tasks/generate/baselines.py",  # grounding_set_from_rows (faithfulness builds G's index with it)
+    "tasks/ground/load.py",
+    "schemas/scoring.py",
+    "prompts/score_*.md",
+)
+GENERATION_CODE = (
+    "tasks/generate/*.py",
+    "tasks/synthesize/retrieve.py",
+    "tasks/llm/*.py",
+    "prompts/generate_*.md",
+)
+
+SCORES_SCHEMA = pa.schema(
+    [
+        pa.field("instance_id", pa.string(), nullable=False),
+        pa.field("category", pa.string(), nullable=False),
+        pa.field("system", pa.string(), nullable=False),
+        pa.field("metric", pa.string(), nullable=False),
+        pa.field("value", pa.float64()),  # null when undefined (e.g. a report without any claim)
+        pa.field("judge", pa.string(), nullable=False),
+        pa.field("population", pa.int64()),  # units / claims before sampling (0 for structure)
+        pa.field("sampled", pa.int64()),  # items graded
+        pa.field("detail_json", pa.string()),
+    ]
+)
+EVIDENCE_SCHEMA = pa.schema(
+    [
+        pa.field("item_id", pa.string(), nullable=False),  # "<instance_id>|<system>|<metric>|<index>"
+        pa.field("instance_id", pa.string(), nullable=False),
+        pa.field("system", pa.string(), nullable=False),
+        pa.field("metric", pa.string(), nullable=False),
+        pa.field("index", pa.int64(), nullable=False),
+        pa.field("kind", pa.string()),
+        pa.field("text", pa.string()),
+        pa.field("source", pa.string()),
+        pa.field("score", pa.float64(), nullable=False),
+        pa.field("stage", pa.int32()),
+        pa.field("evidence", pa.string()),
+        pa.field("evidence_ref", pa.string()),
+        pa.field("rationale", pa.string()),
+        pa.field("judge", pa.string(), nullable=False),
+    ]
+)
+
+# Progress for the CLI bar (the flow runs in a worker thread): tasks done / total.
+PROGRESS: dict[str, int] = {"done": 0, "total": 0}
+_PROGRESS_LOCK = threading.Lock()
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def digest_paths(patterns: tuple[str, ...]) -> str:
+    """sha256 (16 hex) over the files matching the globs, by relative path and content."""
+    h = hashlib.sha256()
+    files = sorted({p for pat in patterns for p in ROOT.glob(pat) if p.is_file()})
+    for p in files:
+        h.update(p.relative_to(ROOT).as_posix().encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def scores_folder(release: Path) -> Path:
+    """data/releases/<name>/<version> -> data/scores/<name>/<version>."""
+    release = release.resolve()
+    return release.parents[2] / "scores" / release.parent.name / release.name
+
+
+def instance_seed(seed: int, instance_id: str) -> int:
+    """Per-instance sampling seed: every system of an instance is graded on the same gold units."""
+    return int(sha(f"{seed}|{instance_id}")[:8], 16)
+
+
+def llm_identity(llm: LLMSettings | None) -> dict[str, Any]:
+    """What of the endpoint settings changes a judge's output (never the key)."""
+    if llm is None:
+        return {}
+    return {
+        "backend": llm.backend,
+        "base_url": llm.base_url,
+        "model": llm.model,
+        "temperature": llm.temperature,
+    }
+
+
+# ---------------------------------------------------------------- judges (one per process and settings)
+
+_JUDGES: dict[str, Any] = {}
+_JUDGES_LOCK = threading.Lock()
+
+
+def _embedder(settings: ScoreSettings, llm: LLMSettings | None, cache_dir: Path):
+    from tasks.score.embed import CachedEmbedder, LocalMiniLM, OpenAIEmbedder, make_embed_fn
+
+    if settings.embedder == "minilm":
+        inner = LocalMiniLM()
+    elif settings.embedder.startswith("openai:"):
+        if llm is None or not llm.base_url:
+            raise FrameInputError(
+                "--embedder", f"{settings.embedder} needs FRAME_LLM_BASE_URL / [llm] base_url"
+            )
+        inner = OpenAIEmbedder(llm, cache_dir, settings.embedder.split(":", 1)[1])
+    else:
+        raise FrameInputError(
+            "--embedder", f"must be 'minilm' or 'openai:<model>' (got {settings.embedder!r})"
+        )
+    emb = CachedEmbedder(inner, cache_dir)
+    return make_embed_fn(emb), emb.name
+
+
+def judges(settings: ScoreSettings, llm: LLMSettings | None, cache_dir: Path) -> dict[str, Any]:
+    """{"embed", "embedder", "coverage", "faithfulness", "client"} for these settings (built once)."""
+    key = json.dumps([settings.model_dump(mode="json"), llm_identity(llm), str(cache_dir)], sort_keys=True)
+    with _JUDGES_LOCK:
+        if key in _JUDGES:
+            return _JUDGES[key]
+        from tasks.score.coverage import LLMCoverageJudge, OfflineCoverageJudge
+        from tasks.score.faithfulness import LLMFaithfulnessJudge, OfflineFaithfulnessJudge
+
+        embed, name = _embedder(settings, llm, cache_dir)
+        out: dict[str, Any] = {"embed": embed, "embedder": name, "client": None}
+        if settings.judge == "openai" or settings.tree == "llm":
+            if llm is None or llm.backend != "openai" or not llm.base_url:
+                raise FrameInputError(
+                    "--judge",
+                    "the openai judge / llm trees need FRAME_LLM_BACKEND=openai and FRAME_LLM_BASE_URL",
+                )
+            from tasks.llm.client import LLMClient
+
+            out["client"] = LLMClient(llm, cache_dir)
+        if settings.judge == "openai":
+            out["coverage"] = LLMCoverageJudge(out["client"], llm)
+            out["faithfulness"] = LLMFaithfulnessJudge(out["client"], llm)
+        else:
+            out["coverage"] = OfflineCoverageJudge(embed, name)
+            out["faithfulness"] = OfflineFaithfulnessJudge(embed, name)
+        _JUDGES[key] = out
+        return out
+
+
+# ---------------------------------------------------------------- metric computation (pure of the flow)
+
+
+def _tree(
+    markdown: str, settings: ScoreSettings, j: dict[str, Any], llm: LLMSettings | None, cache_dir: Path
+):
+    if settings.tree == "llm":
+        from tasks.score.tree_llm import llm_report_tree
+
+        return llm_report_tree(markdown, llm, cache_dir, client=j["client"])[0]
+    from tasks.score.tree import report_tree
+
+    return report_tree(markdown)
+
+
+def compute_metric(
+    metric: str,
+    gold_md: str,
+    gen_md: str,
+    grounding: list[GroundingDoc],
+    seed: int,
+    settings: ScoreSettings,
+    llm: LLMSettings | None,
+    cache_dir: Path,
+) -> MetricResult:
+    j = judges(settings, llm, cache_dir)
+    if metric == "structure":
+        from tasks.score.structure import make_node_similarity, structural_similarity
+        from tasks.score.tree import tree_size
+
+        a = _tree(gold_md, settings, j, llm, cache_dir)
+        b = _tree(gen_md, settings, j, llm, cache_dir)
+        sim = make_node_similarity(
+            j["embed"], w=settings.type_weight, proj=settings.proj, delta=settings.delta, n=settings.power_n
+        )
+        value = structural_similarity(a, b, sim, gamma=settings.gamma)
+        judge = f"{settings.tree}-tree+{j['embedder']}"
+        if settings.tree == "llm":
+            judge = f"llm-tree:{llm.model if llm else ''}+{j['embedder']}"
+        return MetricResult(
+            metric="structure",
+            value=float(value),
+            judge=judge,
+            detail={"gold_nodes": tree_size(a), "generated_nodes": tree_size(b), "proj": settings.proj},
+        )
+    if metric == "coverage":
+        from tasks.score.coverage import coverage
+
+        return coverage(gold_md, gen_md, j["coverage"], max_items=settings.max_items, seed=seed)
+    if metric == "faithfulness":
+        from tasks.score.faithfulness import faithfulness
+
+        return faithfulness(gen_md, grounding, j["faithfulness"], max_items=settings.max_items, seed=seed)
+    raise ValueError(f"unknown metric {metric!r}")
+
+
+@functools.lru_cache(maxsize=4)
+def _grounding(release: str, mtime: float) -> dict[str, list[GroundingDoc]]:
+    _, by_set = load_release_inputs(Path(release))
+    return {
+        k: [
+            GroundingDoc(str(r["doc_id"]), str(r.get("title") or r["doc_id"]), str(r["markdown"]))
+            for r in rows
+        ]
+        for k, rows in by_set.items()
+    }
+
+
+def grounding_of(release: Path, grounding_set_id: str) -> list[GroundingDoc]:
+    path = release / "grounding_documents.parquet"
+    return _grounding(str(release.resolve()), path.stat().st_mtime)[grounding_set_id]
+
+
+# ---------------------------------------------------------------- Prefect tasks
+
+
+@task(name="generate", cache_policy=STABLE, persist_result=True)
+def generate_task(
+    release: str, system: str, instances_sha: str, llm: dict, code: str, _llm: LLMSettings | None = None
+) -> list[dict]:
+    """All reports of one system (cached: a rerun reuses them without calling the generator)."""
+    rows = generate_reports(Path(release), system, llm=_llm, cache_dir=_cache_dir())
+    get_run_logger().info("generated %d report(s) with %s", len(rows), system)
+    return rows
+
+
+def _cache_dir() -> Path:
+    import os
+
+    return Path(os.environ.get("FRAME_CACHE_DIR") or "data/cache")
+
+
+@task(name="score", cache_policy=STABLE, persist_result=True)
+def score_task(
+    metric: str,
+    release: str,
+    instance_id: str,
+    system: str,
+    grounding_set_id: str,
+    texts_sha: dict,
+    settings: ScoreSettings,
+    llm: dict,
+    code: str,
+    _texts: dict | None = None,
+    _llm: LLMSettings | None = None,
+) -> dict:
+    """One metric for one (instance, system). Inputs starting with "_" are the data their sha256 names."""
+    texts = _texts or {}
+    if any(sha(texts[k]) != v for k, v in texts_sha.items() if k in texts):
+        raise FrameInputError(f"{instance_id} ({system})", "report text changed while scoring")
+    grounding = grounding_of(Path(release), grounding_set_id) if metric == "faithfulness" else []
+    result = compute_metric(
+        metric,
+        texts["gold"],
+        texts["generated"],
+        grounding,
+        instance_seed(settings.seed, instance_id),
+        settings,
+        _llm,
+        _cache_dir(),
+    )
+    get_run_logger().info("%s %s %s = %s", instance_id, system, metric, result.value)
+    return result.model_dump(mode="json")
+
+
+def _advance() -> None:
+    with _PROGRESS_LOCK:
+        PROGRESS["done"] += 1
+
+
+class _ExcludePrivate(type(STABLE)):
+    """STABLE, minus inputs whose name starts with "_" (the data is keyed by its sha256 instead)."""
+
+    def compute_key(self, task_ctx, inputs, flow_parameters, **kwargs: Any) -> str | None:
+        public = {k: v for k, v in (inputs or {}).items() if not k.startswith("_")}
+        return super().compute_key(task_ctx, public, flow_parameters, **kwargs)
+
+
+_KEY = _ExcludePrivate()
+generate_task = generate_task.with_options(cache_policy=_KEY)
+score_task = score_task.with_options(cache_policy=_KEY)
+
+
+# ---------------------------------------------------------------- the flow
+
+
+@flow(name="score", log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=2))
+def score_release(
+    release: str,
+    systems: list[str],
+    settings: ScoreSettings,
+    llm: LLMSettings | None = None,
+    out_dir: str | None = None,
+) -> str:
+    """Score every instance of `release` for every system and metric; returns the output folder."""
+    logger = get_run_logger()
+    rel = Path(release).resolve()
+    instances, _ = load_release_inputs(rel)
+    for s in systems:
+        if s != GOLD:
+            check_system(s, llm)
+    llm_id = llm_identity(llm)
+    gen_code, score_code = digest_paths(GENERATION_CODE), digest_paths(SCORING_CODE)
+    inst_sha = sha(pd.util.hash_pandas_object(instances[["instance_id", "sample_markdown"]]).to_json())
+    gold = dict(zip(instances["instance_id"], instances["target_markdown"], strict=True))
+
+    generated: dict[str, dict[str, str]] = {}
+    gen_digest: dict[str, str] = {}
+    for system in systems:
+        if system == GOLD:
+            generated[system] = dict(gold)
+            continue
+        gen_llm = llm_id if system in LLM_SYSTEMS else {}
+        rows = generate_task(str(rel), system, inst_sha, gen_llm, gen_code, _llm=llm)
+        folder = write_generations(rel, system, rows)
+        generated[system] = {r["instance_id"]: r["markdown"] for r in rows}
+        gen_digest[system] = sha(json.dumps(generated[system], sort_keys=True))
+        logger.info("%s: %d report(s) in %s", system, len(rows), folder)
+
+    uses_llm = settings.judge == "openai" or settings.tree == "llm" or settings.embedder != "minilm"
+    judge_llm = llm_id if uses_llm else {}
+    futures = []
+    with _PROGRESS_LOCK:
+        PROGRESS.update(done=0, total=len(instances) * len(systems) * len(METRICS))
+    for inst in instances.to_dict("records"):
+        iid = inst["instance_id"]
+        g_sha = inst_grounding_sha(rel, str(inst["grounding_set_id"]))
+        for system in systems:
+            texts = {"gold": gold[iid], "generated": generated[system][iid]}
+            for metric in METRICS:
+                # the key names exactly what the metric reads: Y and R' (structure, coverage) or R' and G
+                texts_sha = {"generated": sha(texts["generated"])}
+                texts_sha.update(
+                    {"grounding": g_sha} if metric == "faithfulness" else {"gold": sha(texts["gold"])}
+                )
+                fut = score_task.submit(
+                    metric,
+                    str(rel),
+                    iid,
+                    system,
+                    str(inst["grounding_set_id"]),
+                    texts_sha,
+                    settings,
+                    judge_llm,
+                    score_code,
+                    _texts=texts,
+                    _llm=llm,
+                )
+                futures.append((inst, system, metric, fut))
+    results = []
+    failures = []
+    for inst, system, metric, fut in futures:
+        fut.wait()
+        _advance()
+        if fut.state.is_completed():
+            results.append((inst, system, MetricResult.model_validate(fut.result())))
+        else:
+            exc = fut.state.result(raise_on_failure=False)
+            first = str(exc).splitlines()[0] if str(exc) else repr(exc)
+            failures.append(f"{inst['instance_id']} {system} {metric}: {first}")
+    if failures:
+        for f in failures:
+            logger.error("failed: %s", f)
+        raise RuntimeError(f"{len(failures)} score task(s) failed; first: {failures[0]} (rerun resumes)")
+    out = Path(out_dir) if out_dir else scores_folder(rel)
+    write_outputs(out, rel, instances, results, systems, settings, gen_digest, score_code, llm_id)
+    logger.info("scores written to %s", out)
+    return str(out)
+
+
+def inst_grounding_sha(release: Path, grounding_set_id: str) -> str:
+    docs = grounding_of(release, grounding_set_id)
+    return sha(json.dumps([list(d) for d in docs]))
+
+
+# ---------------------------------------------------------------- outputs
+
+
+def _parquet_bytes(rows: list[dict], schema: pa.Schema) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), sink)
+    return sink.getvalue().to_pybytes()
+
+
+def instance_features(release: Path, instances: pd.DataFrame) -> pd.DataFrame:
+    """Per instance: gold length (o200k tokens), grounding length (tokens of G), gold table count."""
+    from tasks.instances import report_shape
+
+    docs = pd.read_parquet(release / "grounding_documents.parquet", columns=["grounding_set_id", "tokens"])
+    g_tokens = docs.groupby("grounding_set_id")["tokens"].sum()
+    rows = []
+    for inst in instances.to_dict("records"):
+        y = str(inst["target_markdown"])
+        rows.append(
+            {
+                "instance_id": inst["instance_id"],
+                "category": inst["category"],
+                "gold_tokens": count_tokens(y),
+                "grounding_tokens": int(g_tokens.get(inst["grounding_set_id"], 0)),
+                "gold_tables": int(report_shape(y)["tables"]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def write_outputs(
+    out: Path,
+    release: Path,
+    instances: pd.DataFrame,
+    results: list[tuple[dict, str, MetricResult]],
+    systems: list[str],
+    settings: ScoreSettings,
+    gen_digest: dict[str, str],
+    score_code: str,
+    llm_id: dict,
+) -> None:
+    from tasks.score.leaderboard import leaderboard, leaderboard_csv, leaderboard_markdown
+    from tasks.score.plots import plot_metric_vs_buckets
+
+    score_rows, evidence_rows = [], []
+    for inst, system, r in sorted(results, key=lambda x: (x[0]["instance_id"], x[1], x[2].metric)):
+        iid = inst["instance_id"]
+        score_rows.append(
+            {
+                "instance_id": iid,
+                "category": inst["category"],
+                "system": system,
+                "metric": r.metric,
+                "value": r.value,
+                "judge": r.judge,
+                "population": r.population,
+                "sampled": len(r.items),
+                "detail_json": json.dumps(r.detail, sort_keys=True, default=str),
+            }
+        )
+        for it in r.items:
+            evidence_rows.append(
+                {
+                    "item_id": f"{iid}|{system}|{r.metric}|{it.index}",
+                    "instance_id": iid,
+                    "system": system,
+                    "metric": r.metric,
+                    **it.model_dump(exclude={"index"}),
+                    "index": it.index,
+                    "judge": r.judge,
+                }
+            )
+    atomic_write_bytes(out / "scores.parquet", _parquet_bytes(score_rows, SCORES_SCHEMA))
+    atomic_write_bytes(out / "evidence.parquet", _parquet_bytes(evidence_rows, EVIDENCE_SCHEMA))
+    scores = pd.DataFrame(score_rows)
+    board = leaderboard(scores, seed=settings.seed, n_resamples=settings.bootstrap)
+    atomic_write_text(out / "leaderboard.md", leaderboard_markdown(board))
+    atomic_write_text(out / "leaderboard.csv", leaderboard_csv(board))
+    features = instance_features(release, instances)
+    plots = plot_metric_vs_buckets(scores, features, out / "plots")
+    buf = io.StringIO()
+    manifest = {
+        "release": str(release),
+        "release_manifest_sha256": _file_sha(release / "manifest.json"),
+        "systems": systems,
+        "generations_sha256": gen_digest,
+        "settings": settings.model_dump(mode="json"),
+        "judges": sorted({r["judge"] for r in score_rows}),
+        "llm": llm_id,
+        "scoring_code": score_code,
+        "rows": {"scores": len(score_rows), "evidence": len(evidence_rows)},
+        "plots": [p.name for p in plots],
+    }
+    json.dump(manifest, buf, indent=2, sort_keys=True)
+    atomic_write_text(out / "manifest.json", buf.getvalue() + "\n")
+
+
+def _file_sha(path: Path) -> str | None:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None

@@ -1,0 +1,80 @@
+"""Shapes of report scoring (SPEC §4): information units, claims, item-level scores, metric results.
+
+Coverage grades *information units* of the gold report Y against a generated report R'; faithfulness
+grades *claims* of R' against the grounding documents G. Every graded item keeps its score and the
+evidence the judge used, so a score can be audited and compared with human labels (`frame align`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+__all__ = ["METRICS", "Claim", "InfoUnit", "ItemScore", "MetricName", "MetricResult", "UNIT_TYPES"]
+
+MetricName = Literal["structure", "coverage", "faithfulness"]
+METRICS: tuple[str, ...] = ("structure", "coverage", "faithfulness")
+
+# Paper 000 App. B: "each unit records its type (entity, statistic, factual claim, etc.)".
+UNIT_TYPES: tuple[str, ...] = ("statistic", "entity", "event", "factual_claim", "finding", "method", "other")
+
+
+class InfoUnit(BaseModel):
+    """One atomic piece of information of the gold report (coverage)."""
+
+    unit_id: int = Field(ge=0)  # position in the extracted population (stable across systems)
+    type: str  # one of UNIT_TYPES
+    content: str = Field(min_length=1)  # the unit as a short self-contained statement
+    source_sentence: str = ""  # the sentence / table row of the gold report it was derived from
+    section: str = ""  # heading path of the gold report where it sits
+
+
+class Claim(BaseModel):
+    """One checkable proposition of a generated report (faithfulness)."""
+
+    claim_id: int = Field(ge=0)  # position in the extracted population
+    content: str = Field(min_length=1)
+    source_sentence: str = ""  # the sentence / table row of the generated report it came from
+    section: str = ""
+
+
+class ItemScore(BaseModel):
+    """The graded score of one sampled unit or claim, with the evidence behind it."""
+
+    index: int = Field(ge=0)  # unit_id / claim_id
+    kind: str  # unit type, or "claim"
+    text: str  # the unit / claim content
+    source: str = ""  # its source sentence
+    score: float = Field(ge=0.0, le=1.0)
+    stage: int = Field(default=1, ge=1, le=2)  # faithfulness: 2 when the deeper stage decided
+    evidence: str = ""  # best-matching text: a sentence/row of R' (coverage) or a passage of G (faithfulness)
+    evidence_ref: str = ""  # where the evidence sits: a heading path of R', or a doc_id of G
+    rationale: str = ""  # the judge's reason, or the offline computation (numbers, similarity, arithmetic)
+
+
+class MetricResult(BaseModel):
+    """A report-level metric value plus its items (empty for structure)."""
+
+    metric: str  # structure | coverage | faithfulness
+    value: float | None  # None when undefined (e.g. a report with no claim at all)
+    judge: str  # who scored: "offline:<method>" or "openai:<model>", embedder included
+    population: int = 0  # units / claims before sampling
+    items: list[ItemScore] = Field(default_factory=list)
+    detail: dict[str, Any] = Field(default_factory=dict)  # metric-specific figures (tree sizes, stage counts)
+
+
+class ScoreSettings(BaseModel):
+    """How `frame score` grades: judges, embedder, tree mode, sampling, node similarity, bootstrap."""
+
+    judge: Literal["offline", "openai"] = "offline"  # coverage + faithfulness judges
+    embedder: str = "minilm"  # "minilm" (local all-MiniLM-L6-v2) or "openai:<embedding model>"
+    tree: Literal["deterministic", "llm"] = "deterministic"  # structure trees of both reports
+    max_items: int = Field(default=100, ge=1)  # sampled units / claims per report (paper: 100)
+    seed: int = 0  # base seed: per-instance sampling seeds and bootstrap seeds derive from it
+    type_weight: float = Field(default=0.2, ge=0.0, le=1.0)  # w of SPEC §4 node similarity
+    proj: Literal["rbf", "linear", "power"] = "rbf"
+    delta: float = Field(default=0.10, gt=0.0)
+    power_n: int = Field(default=2, ge=1)
+    gamma: float = Field(default=0.0, ge=0.0)  # depth-weighted variant of Algorithm 1 (0 = plain)
+    bootstrap: int = Field(default=2000, ge=100)  # resamples for the leaderboard's 95% CIs

@@ -1,0 +1,1309 @@
+"""Faithfulness (SPEC §4, paper 000 §4.3): are the claims of a generated report R' supported by the
+grounding documents G?
+
+    Faithfulness = mean of s_j over up to 100 claims x_j of R' drawn with a seeded RNG (``sample_items``),
+    s_j in [0, 1]. Stage 1 checks direct support from explicit evidence; every claim with s_j < 0.75
+    (``SUPPORT_THRESHOLD``) goes to stage 2, entailment under reasonable assumptions (arithmetic from
+    stated figures included), whose item replaces the stage-1 item (the stage-1 score is kept in its
+    rationale).
+
+:func:`faithfulness` is the driver; a judge implements ``tasks.score.judges.FaithfulnessJudge``. A report
+without a single claim has value None (``detail["reason"]`` says why), never 0 or 1.
+
+**Passages of G.** G is cut into passages by ``tasks.synthesize.retrieve`` (``RetrievalIndex`` over
+``grounding_set_from_rows``: paragraphs, lists, whole tables with their units line; heading path as context)
+and searched with that module's BM25 (``RetrievalIndex.bm25``). Inside a passage the *evidence units* are
+its sentences and table rows, cut by ``tasks.score.coverage.markdown_pieces`` - the same Markdown walk
+that cuts the claims, so a copied sentence or row of G is the identical text on both sides. The index,
+number pool and units of one G are built once and kept for the next calls (the two stages, and every
+system scored on the same instance).
+
+**Figures.** The figures of a claim are the numbers of its text (``tasks.score.numbers.numbers_in``;
+for a table row: of its label and cells only, as in coverage: the column headers are context), after
+two clean-ups: "June 28,2025" is read as a date, not as 28,202, and cross-references are not figures
+(the number after Table/Figure/Section/§/Eq./Appendix/Note/Item/Part/Footnote/Exhibit..., and citation
+markers such as "[12]"). A figure is *weak* when it is a year (1900-2100, no separator), part of a date
+("July 30, 2023") or inside LaTeX math; otherwise *strong*. A figure of R' is *stated* by a number of G
+when ``NumberPool`` matches them (magnitudes at the coarser displayed precision, up to a factor 1000^k
+for figures of two or more significant digits: tables state their scale once) and the number of G shows
+at least the significant digits the figure claims (trailing zeros of a whole number not counted): G must
+be as precise as the claim, so "428.9M" is not stated by "approximately 429M" and "12.5%" not by "12",
+while "429M" is stated by "428.9M". So "(12)" and "-12" are the same figure (and so is "12": the sign is
+often carried by words such as "decreased", and is not checked), and "$1.2 billion" is stated by "1,200"
+in a table "(in millions)" - as by any other 1,150-1,249 figure there: a figure is checked at its own
+displayed precision - while "$1.3 billion" is not.
+
+**OfflineFaithfulnessJudge** (deterministic, no network; ``name = "offline:number-aware+<embedder>"``)
+
+*Claims* (``extract_claims``): the pieces of R' (``markdown_pieces``): each sentence of a paragraph or
+list item, each figure caption, each data row of a pipe table as ``"<context label> <row label> |
+<column header>: <value>; ..."`` (so a row's numbers are checkable with their period and unit),
+headings and code left out. Not claims: prose with fewer than 4 words, placeholders ("N/A", "TBD",
+"[...]"), boilerplate (a whole sentence in parentheses such as "(In millions, except per-share
+amounts)", "(Unaudited)", "Table of Contents") and statements about the report's own sources ("the
+documents of this period do not cover ..."), which assert an absence no passage can support.
+``claim_id`` = position, ``section`` = heading path (" > "-joined, the H1 title left out),
+``source_sentence`` = the raw sentence or table row line.
+
+*Stage 1* (``verify``), per claim:
+
+1. Candidate passages (at most 13): the first passage holding the claim verbatim (whitespace and
+   Markdown emphasis normalised; claims of 20 characters or more), the ``NUM_K`` = 4 passages holding
+   the most of the claim's distinct figures (figures found in more than 5% of the passages, and in
+   more than 20, are too common to select on), and the ``BM25_K`` = 8 best BM25 passages for the claim's
+   terms (weight = occurrences, capped at 3).
+2. Evidence units of those passages are ranked lexically (share of the claim's terms they contain,
+   numeric tokens weighted 2); the best ``UNIT_K`` = 3 are embedded with the claim (only these: G is
+   never embedded whole). cos = dot product of the L2-normalised rows.
+3. For each of those units u, in its passage p (the cosine ramps of coverage)::
+
+       numbers(p) = share of the claim's strong figures stated in p x share of its weak ones (each 1
+                    when there is none: a right amount in the wrong year is not support)
+       text(u)    = ramp(cos(claim, u); 0.35, 0.70)   claim with a strong figure (it must match too)
+                  = ramp(cos(claim, u); 0.55, 0.85)   otherwise
+       ramp(x; lo, hi) = clip((x - lo) / (hi - lo), 0, 1)
+       score      = numbers(p) * text(u)   (text(u) alone for a claim without figures)
+
+   A claim found verbatim in passage p has text support 1 there (the cosine of identical text is 1;
+   it is not embedded). The stage-1 score is the best unit's (ties: higher cosine, then candidate
+   order). A wrong figure costs its share of the score whatever the wording, and right figures in
+   unrelated words get nothing (a table of G holds hundreds of numbers: coincidences). MiniLM cosines:
+   paraphrases ~0.7-0.95, different statements on one topic ~0.3-0.65; a matching strong figure makes
+   the unit likely about the same thing, hence the lower ramp.
+
+   ``evidence`` = the best unit's passage, whole when it has at most ``EVIDENCE_CHARS`` = 800
+   characters, otherwise an 800-character window around the unit marked with "…" (stored trimmed,
+   the passage itself stays in G); ``evidence_ref`` = its doc_id; ``rationale`` = figures found /
+   missing, the cosine, the formula.
+
+*Stage 2* (``entail``), for the claims below the threshold, per figure in this order:
+
+1. in the best passage, or (strong figures) in a passage of one of the three best units (ranked by
+   stage-1 score) -> credit 1 ("in the best passage" / "in <doc_id>");
+2. a weak figure (year, date) not in the best passage -> 0: the claim is about another period;
+3. derivable by ``_derive`` (``numbers.derivation`` with typed operands: a percentage as a share or
+   percent change of two amounts, or a sum/difference of two percentages; another figure of two or more
+   significant digits as a sum or difference of two amounts, also at a scale of 1000^k, or a ratio
+   when it has three or more digits) from a *small* pool: the strong figures of the best unit plus the
+   claim's figures that G states (in the evidence passages, or elsewhere when specific; never a figure
+   that is itself only derived). A figure of three or more significant digits may also use the strong
+   figures of the three best units. -> credit 1, the expression in the rationale. Pools are small on
+   purpose: from 20 arbitrary numbers almost any 1- or 2-digit percentage is some ratio;
+4. stated elsewhere in G with at least its own number of significant digits and the same percent mark
+   -> credit 1 when it has four or more significant digits (a coincidence is unlikely), else 0.5
+   (G holds most 2- and 3-digit numbers somewhere);
+5. otherwise 0.
+
+Text support in stage 2 is the best of the stage-1 unit cosines and of one combined-evidence window (the
+best unit joined with the unit of highest cosine among the others, or else with its neighbour in its
+passage; in document order), through the claim's ramp: a claim that merges two sentences of G is
+entailed by them together - the rule for claims without figures. With numbers2 = mean credit of the
+strong figures x mean credit of the weak ones, the stage-2 score is ``numbers2 * text2`` (``text2``
+without figures), and never lower than the stage-1 score (the deeper stage only looks further). The
+window is embedded only when it could change the result.
+
+**LLMFaithfulnessJudge** (an OpenAI-compatible model through ``tasks.llm.client.LLMClient``;
+``name = "openai:<model>"``; replies are validated, retried and cached by the client)
+
+* role ``score_claims`` (``prompts/score_claims.md``): R' is sent part by part - consecutive sections
+  packed while they fit ``claims_chunk_budget`` (the input budget, and at most half of
+  ``max_output_tokens`` since the reply restates the text); a larger section is cut at block, table-row
+  (header repeated) or sentence boundaries. Nothing is dropped; each request says which part it holds.
+  Reply ``{"claims": [{"content", "source_sentence", "section"}]}``; claims are numbered in order.
+* role ``score_verify`` (``prompts/score_verify.md``, stage 1): batches of at most ``BATCH_CLAIMS`` = 10
+  claims; each claim is shown with its candidate passages of G (the offline candidates above: verbatim,
+  figure and BM25 matches), whole passages taken while they fit ``VERIFY_BUDGET`` = 1500 tokens (at most 3),
+  and the prompt says these are the most relevant excerpts of a larger set. Reply ``{"verdicts":
+  [{"claim_id", "score", "evidence", "doc_id", "rationale"}]}``; the ``check`` rejects a reply whose
+  claim_ids are not exactly the batch's (corrective retry, then ``LLMOutputError``).
+* role ``score_entail`` (``prompts/score_entail.md``, stage 2): same shape, more context (at most 6
+  passages, ``ENTAIL_BUDGET`` = 4000 tokens per claim) and the stage-1 verdict; asks for entailment under
+  reasonable assumptions, arithmetic from stated figures included.
+
+Batches are closed when the next claim would not fit the input budget; a claim whose passages do not
+fit gets fewer passages (whole ones, never cut), and a claim whose smallest passage alone does not fit
+raises ``FrameInputError`` (never a silent cut).
+
+Everything here is deterministic for a given input (the LLM judge up to the model's replies, which the
+client caches).
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import math
+import re
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, Field, field_validator
+
+from schemas.config import LLMSettings
+from schemas.scoring import Claim, ItemScore, MetricResult
+from tasks.errors import FrameInputError
+from tasks.generate.baselines import grounding_set_from_rows
+from tasks.ground.tokens import count_tokens
+from tasks.llm.prompts import load_prompt, render
+from tasks.score.coverage import markdown_pieces
+from tasks.score.judges import (
+    MAX_ITEMS,
+    SUPPORT_THRESHOLD,
+    EmbedFn,
+    FaithfulnessJudge,
+    GroundingDoc,
+    sample_items,
+)
+from tasks.score.numbers import Num, NumberPool, derivation, numbers_in
+from tasks.synthesize.retrieve import RetrievalIndex, split_sentences, terms
+
+__all__ = [
+    "BATCH_CLAIMS",
+    "LLMFaithfulnessJudge",
+    "OfflineFaithfulnessJudge",
+    "claim_figures",
+    "claims_of",
+    "faithfulness",
+    "report_chunks",
+]
+
+# ---------------------------------------------------------------- parameters (module docstring)
+
+MIN_WORDS = 4
+BM25_K = 8
+NUM_K = 4
+UNIT_K = 3
+COMMON_SHARE, COMMON_MIN = 0.05, 20  # a figure in more passages than both is too common to select on
+PROSE_RAMP = (0.55, 0.85)  # cosine -> text support, claims without a strong figure (as coverage)
+NUMBER_RAMP = (0.35, 0.70)  # ... claims with a strong figure, which must match as well (as coverage)
+VERBATIM_MIN_CHARS = 20
+EVIDENCE_CHARS = 800
+SPECIFIC_DIGITS = 4  # significant digits that make a figure specific enough to count when stated elsewhere
+WIDE_DIGITS = 3  # figures of this many significant digits may use the wide derivation pool, and ratios
+DERIVE_POOL = 40  # at most this many distinct magnitudes in a derivation pool
+GROUND_CACHE = 8  # grounding sets kept built per judge (LRU)
+
+BATCH_CLAIMS = 10
+VERIFY_K, VERIFY_BUDGET = 3, 1500
+ENTAIL_K, ENTAIL_BUDGET = 6, 4000
+RESERVE_TOKENS = 2000
+
+# ---------------------------------------------------------------- text helpers
+
+_WORDS = re.compile(r"[A-Za-z][A-Za-z'’-]*")
+_MONTHS = (
+    r"Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|"
+    r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?"
+)
+_GLUED_DATE = re.compile(rf"\b((?:{_MONTHS})\.?\s+\d{{1,2}}),(\d{{4}})\b")
+_XREF = re.compile(
+    r"(?:\b(?:tables?|figures?|figs?|sections?|secs?|eqs?|equations?|appendix|appendices|notes?|items?|"
+    r"parts?|footnotes?|chapters?|exhibits?|schedules?|articles?|steps?|stages?|phases?|refs?|rules?)"
+    r"\.?\s*|§\s*)$",
+    re.IGNORECASE,
+)
+_CITATION = re.compile(r"\[\s*\d{1,3}(?:\s*[,–-]\s*\d{1,3})*\s*\]")
+_PLACEHOLDER = re.compile(
+    r"^(?:n/?a|tbd|tba|none|nil|not applicable|not available|to be (?:determined|added|confirmed)|"
+    r"\.{2,}|…|[-–—]+|\[[^\]]*\]|placeholder|lorem ipsum.*)\.?$",
+    re.IGNORECASE,
+)
+_BOILERPLATE = re.compile(r"^(?:\(.*\)|table of contents|\(?unaudited\)?|see accompanying notes.*)\.?$", re.I)
+_NO_CONTENT = re.compile(
+    r"\b(?:documents?|sources?|filings?|papers?) (?:of|for) (?:the|this) (?:period|window|quarter|year) "
+    r"(?:do(?:es)? not|did not) (?:cover|mention|discuss|report|address)\b",
+    re.IGNORECASE,
+)
+_MARKUP = re.compile(r"\*\*|__|`+|\\")
+_DATE = re.compile(
+    rf"\b(?:(?:{_MONTHS})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,\s*\d{{4}})?|\d{{1,2}}\s+(?:{_MONTHS})\b)"
+)
+_MATH = re.compile(r"\$[^$\n]*[\\^_{}][^$\n]*\$")
+
+
+def _fix_dates(text: str) -> str:
+    """'June 28,2025' -> 'June 28, 2025' (otherwise read as the figure 28,202)."""
+    return _GLUED_DATE.sub(r"\1, \2", text)
+
+
+def _norm(text: str) -> str:
+    """Whitespace- and emphasis-normalised text for verbatim matching."""
+    return " ".join(_MARKUP.sub("", text).split())
+
+
+def _row_cells(line: str) -> list[str]:
+    s = line.strip()
+    if s.startswith("|"):
+        s = s[1:]
+    if s.endswith("|") and not s.endswith("\\|"):
+        s = s[:-1]
+    return [c.strip() for c in re.split(r"(?<!\\)\|", s)]
+
+
+def _figures_of(text: str) -> list[tuple[Num, bool]]:
+    """(number, weak) for the figures of `text`: cross-references and citation markers dropped; weak =
+    a year, part of a date, or inside LaTeX math (an exponent is not a reported figure)."""
+    text = _fix_dates(text)
+    cites = [m.span() for m in _CITATION.finditer(text)]
+    weak_spans = [m.span() for m in _DATE.finditer(text)] + [m.span() for m in _MATH.finditer(text)]
+    out: list[tuple[Num, bool]] = []
+    for n in numbers_in(text):
+        if _XREF.search(text[max(0, n.start - 16) : n.start]):
+            continue
+        if any(a <= n.start and n.end <= b for a, b in cites):
+            continue
+        weak = n.yearlike or any(a <= n.start and n.end <= b for a, b in weak_spans)
+        out.append((n, weak))
+    return out
+
+
+def _claim_figs(content: str, source: str = "") -> tuple[list[Num], list[bool]]:
+    """The distinct figures a claim asserts, each with its weak flag (weak only if every occurrence is)."""
+    if source.strip().startswith("|"):
+        found = [x for c in _row_cells(source) if c for x in _figures_of(c)]
+    else:
+        found = _figures_of(content)
+    index: dict[tuple[float, float, bool], int] = {}
+    out: list[Num] = []
+    weak: list[bool] = []
+    for n, w in found:
+        key = (n.magnitude, n.step, n.percent)
+        if key in index:
+            weak[index[key]] = weak[index[key]] and w
+            continue
+        index[key] = len(out)
+        out.append(n)
+        weak.append(w)
+    return out, weak
+
+
+def claim_figures(content: str, source: str = "") -> list[Num]:
+    """The figures a claim asserts (module docstring, "Figures"), distinct by (magnitude, precision)."""
+    return _claim_figs(content, source)[0]
+
+
+def _strong_figures(content: str, source: str = "") -> list[Num]:
+    figs, weak = _claim_figs(content, source)
+    return [n for n, w in zip(figs, weak, strict=True) if not w]
+
+
+def _sig(n: Num) -> int:
+    if n.magnitude <= 0:
+        return 1
+    return max(1, int(math.floor(math.log10(n.magnitude) - math.log10(n.step) + 1e-9)) + 1)
+
+
+def _is_claim(kind: str, text: str) -> bool:
+    t = text.strip()
+    if not t or _PLACEHOLDER.match(t) or _BOILERPLATE.match(t) or _NO_CONTENT.search(t):
+        return False
+    if kind == "row":
+        return True
+    return len(_WORDS.findall(t)) >= MIN_WORDS
+
+
+def _shares(credit: Sequence[float], weak: Sequence[bool]) -> float:
+    """mean credit of the strong figures x mean credit of the weak ones (each 1 when there is none)."""
+    strong = [float(c) for c, w in zip(credit, weak, strict=True) if not w]
+    weak_c = [float(c) for c, w in zip(credit, weak, strict=True) if w]
+    s = sum(strong) / len(strong) if strong else 1.0
+    return s * (sum(weak_c) / len(weak_c) if weak_c else 1.0)
+
+
+def _eff_sig(n: Num) -> int:
+    """Significant digits a figure claims: trailing zeros of a whole number do not count ("1,350" -> 3,
+    "1,200" -> 2), shown decimals do ("12.50" -> 4)."""
+    digits = n.text_digits.lstrip("0")
+    if "." not in n.text:
+        digits = digits.rstrip("0")
+    return max(1, len(digits))
+
+
+def _ramp(x: float, lo: float, hi: float) -> float:
+    return float(min(1.0, max(0.0, (x - lo) / (hi - lo))))
+
+
+def _query(text: str) -> dict[str, float]:
+    return {t: float(min(c, 3)) for t, c in sorted(Counter(terms(text)).items())}
+
+
+def _trim(text: str, anchor: str = "", limit: int = EVIDENCE_CHARS) -> str:
+    """`text` whole when short, else a `limit`-character window around `anchor` (or the start), marked."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    pos = text.find(anchor.strip()) if anchor.strip() else -1
+    if pos < 0:
+        return text[:limit].rstrip() + " …"
+    centre = pos + min(len(anchor.strip()), limit) // 2
+    start = max(0, min(centre - limit // 2, len(text) - limit))
+    end = start + limit
+    return ("… " if start > 0 else "") + text[start:end].strip() + (" …" if end < len(text) else "")
+
+
+def claims_of(markdown: str) -> list[Claim]:
+    """The offline claims of a Markdown report (module docstring, "Claims")."""
+    out: list[Claim] = []
+    for p in markdown_pieces(markdown):
+        if _is_claim(p.kind, p.text):
+            out.append(Claim(claim_id=len(out), content=p.text, source_sentence=p.source, section=p.section))
+    return out
+
+
+# ---------------------------------------------------------------- grounding set, built once
+
+
+@dataclass
+class _Unit:
+    passage: int
+    pos: int  # position in its passage
+    text: str
+    source: str
+    terms: frozenset[str]
+
+
+@dataclass
+class _Analysis:
+    figs: list[Num]
+    owners: list[frozenset[int]]  # passages holding each figure
+    candidates: list[int]
+    verbatim: int | None
+    weak: list[bool] = field(default_factory=list)  # per figure: a year, a date part or inside math
+    units: list[_Unit] = field(default_factory=list)
+    cos: list[float] = field(default_factory=list)
+    scores: list[float] = field(default_factory=list)
+    best: int = -1  # index into units
+
+    def numbers_in_passage(self, p: int) -> float:
+        """share(strong figures in p) x share(weak figures in p), each 1 when there is none."""
+        return _shares([p in o for o in self.owners], self.weak)
+
+    def text_support(self, cos: float) -> float:
+        """ramp(cos) with the ramp of the claim's kind (module docstring)."""
+        return _ramp(cos, *(NUMBER_RAMP if self.strong else PROSE_RAMP))
+
+    def combine(self, numbers: float, text: float) -> float:
+        """The score formula (module docstring): figures gate, text modulates."""
+        return numbers * text if self.figs else text
+
+    @property
+    def strong(self) -> bool:
+        return not all(self.weak)
+
+    def formula(self) -> str:
+        lo, hi = NUMBER_RAMP if self.strong else PROSE_RAMP
+        ramp = f"text = ramp(cos; {lo:.2f}, {hi:.2f})"
+        return f"score = numbers x text, {ramp}" if self.figs else f"score = text, {ramp}"
+
+
+class _Ground:
+    """Passages, BM25 index, number pool and evidence units of one grounding set."""
+
+    def __init__(self, docs: Sequence[GroundingDoc], key: str) -> None:
+        self.key = key
+        rows = [{"doc_id": d.doc_id, "title": d.title, "markdown": d.markdown} for d in docs]
+        self.titles = {d.doc_id: d.title for d in docs}
+        self.index = RetrievalIndex(grounding_set_from_rows(rows))
+        self.passages = self.index.passages
+        norms = [_norm(p.text) for p in self.passages]
+        self.flat = "\n".join(norms)
+        self.starts: list[int] = []
+        pos = 0
+        for s in norms:
+            self.starts.append(pos)
+            pos += len(s) + 1
+        nums: list[Num] = []
+        owner: list[int] = []
+        for i, p in enumerate(self.passages):
+            found = numbers_in(_fix_dates(p.text))
+            nums.extend(found)
+            owner.extend([i] * len(found))
+        self.pool = NumberPool(nums)
+        self._percent = np.array([n.percent for n in nums], dtype=bool)
+        self.owner = np.array(owner, dtype=np.int64)
+        self.common = max(COMMON_MIN, int(COMMON_SHARE * len(self.passages)))
+        self._units: dict[int, list[_Unit]] = {}
+        self._owners: dict[tuple[float, float, bool, bool], frozenset[int]] = {}
+        self.memo: dict[tuple[str, str], _Analysis] = {}
+        self.lock = threading.Lock()
+
+    def units(self, i: int) -> list[_Unit]:
+        got = self._units.get(i)
+        if got is None:
+            got = [
+                _Unit(i, k, pc.text, pc.source, frozenset(terms(pc.text)))
+                for k, pc in enumerate(markdown_pieces(self.passages[i].text))
+                if pc.text.strip()
+            ]
+            if not got:  # a passage the walk does not cut (e.g. a code block): one unit
+                text = " ".join(self.passages[i].text.split())
+                got = [_Unit(i, 0, text, text, frozenset(terms(text)))]
+            self._units[i] = got
+        return got
+
+    def owners(self, n: Num, precise: bool = False) -> frozenset[int]:
+        """Passages holding a number of G that states `n`: ``NumberPool`` matching, by a number shown with
+        at least the significant digits `n` claims ("12" does not state 12.5%, "23.9" does not state
+        23,867; "1,200" does state $1.2 billion); `precise` (elsewhere in G): the same percent mark too."""
+        key = (n.magnitude, n.step, n.percent, precise)
+        got = self._owners.get(key)
+        if got is None:
+            mask = self.pool.matches(n)
+            if mask.any():
+                mask &= self.pool.sig >= _eff_sig(n)
+            if precise and mask.any():
+                mask &= self._percent == n.percent
+            got = frozenset(int(x) for x in np.unique(self.owner[mask])) if mask.any() else frozenset()
+            self._owners[key] = got
+        return got
+
+    def verbatim(self, text: str) -> int | None:
+        t = _norm(text)
+        if len(t) < VERBATIM_MIN_CHARS:
+            return None
+        at = self.flat.find(t)
+        if at < 0:
+            return None
+        return bisect.bisect_right(self.starts, at) - 1
+
+    def candidates(
+        self, claim: Claim, figs: list[Num], owners: list[frozenset[int]]
+    ) -> tuple[list[int], int | None]:
+        raw = self.index.bm25(_query(f"{claim.content}"))
+        bm = sorted(raw, key=lambda i: (-raw[i], i))[:BM25_K]
+        counts: Counter[int] = Counter()
+        for o in owners:
+            if 0 < len(o) <= self.common:
+                counts.update(o)
+        num = sorted(counts, key=lambda i: (-counts[i], -raw.get(i, 0.0), i))[:NUM_K]
+        verb = self.verbatim(claim.source_sentence or claim.content)
+        if verb is None and claim.source_sentence and claim.source_sentence != claim.content:
+            verb = self.verbatim(claim.content)
+        order = ([verb] if verb is not None else []) + num + bm
+        return list(dict.fromkeys(order)), verb
+
+    def analyse(self, claim: Claim) -> _Analysis:
+        figs, weak = _claim_figs(claim.content, claim.source_sentence)
+        owners = [self.owners(n) for n in figs]
+        cands, verb = self.candidates(claim, figs, owners)
+        return _Analysis(figs=figs, owners=owners, candidates=cands, verbatim=verb, weak=weak)
+
+    def top_units(self, claim: Claim, a: _Analysis, k: int = UNIT_K) -> list[_Unit]:
+        cterms = Counter(terms(claim.content))
+        weight = {t: (2.0 if t[:1].isdigit() else 1.0) for t in cterms}
+        total = sum(weight.values()) or 1.0
+        ranked: list[tuple[float, int, int, _Unit]] = []
+        for rank, p in enumerate(a.candidates):
+            for u in self.units(p):
+                overlap = sum(w for t, w in weight.items() if t in u.terms) / total
+                ranked.append((-overlap, rank, u.pos, u))
+        ranked.sort(key=lambda x: x[:3])
+        return [r[3] for r in ranked[:k]]
+
+    def doc_id(self, p: int) -> str:
+        return self.passages[p].doc_id
+
+
+def _ground_key(grounding: Sequence[GroundingDoc]) -> str:
+    h = hashlib.sha256()
+    for d in grounding:
+        for part in (d.doc_id, d.title, d.markdown):
+            b = str(part).encode("utf-8")
+            h.update(len(b).to_bytes(8, "big"))
+            h.update(b)
+    return h.hexdigest()
+
+
+class _GroundCache:
+    def __init__(self, size: int = GROUND_CACHE) -> None:
+        self.size = size
+        self._lru: OrderedDict[str, _Ground] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, grounding: Sequence[GroundingDoc]) -> _Ground:
+        key = _ground_key(grounding)
+        with self._lock:
+            g = self._lru.get(key)
+            if g is not None:
+                self._lru.move_to_end(key)
+                return g
+        g = _Ground(grounding, key)
+        with self._lock:
+            self._lru[key] = g
+            self._lru.move_to_end(key)
+            while len(self._lru) > self.size:
+                self._lru.popitem(last=False)
+        return g
+
+
+def _derive(target: Num, pool: Sequence[Num]) -> str | None:
+    """An arithmetic expression over two figures of `pool` giving `target` (``numbers.derivation``), with
+    typed operands so that an expression means something:
+
+    * a percentage: a share or percent change of two amounts (100 * a / b, 100 * (a - b) / b), or a
+      sum / difference of two percentages (percentage points);
+    * any other figure (two or more significant digits): a sum or difference of two amounts, also at a
+      scale of 1000^k ("$95.4 billion" = 68,714 + 26,645 in a table in millions); a ratio a / b only for
+      a figure of three or more significant digits (per-share amounts).
+
+    A one-digit figure that is not a percentage is never derived: nearly any pool yields it.
+    """
+    amounts = [m for m in pool if not m.percent]
+    if target.percent:
+        expr = derivation(target, amounts, limit=DERIVE_POOL)
+        if expr is not None and expr.startswith("100 *"):
+            return expr
+        as_amount = Num(target.text, target.value, target.step, False, target.start, target.end)
+        expr = derivation(as_amount, [m for m in pool if m.percent], limit=DERIVE_POOL)
+        return expr if expr is not None and ("+" in expr or "-" in expr) and "/" not in expr else None
+    if _sig(target) < 2:
+        return None
+    allowed = ("{a} + {b}", "|{a} - {b}|") + (("{a} / {b}",) if _sig(target) >= WIDE_DIGITS else ())
+
+    def kind(expr: str | None) -> bool:
+        if expr is None or expr.startswith("100 *"):
+            return False
+        if "/" in expr:
+            return "{a} / {b}" in allowed
+        return True
+
+    expr = derivation(target, amounts, limit=DERIVE_POOL)
+    if kind(expr):
+        return expr
+    for k in (1, 2, 3, -1, -2, -3):
+        f = 1000.0**k
+        scaled = Num(target.text, target.value / f, target.step / f, False, target.start, target.end)
+        expr = derivation(scaled, amounts, limit=DERIVE_POOL)
+        if expr is not None and not expr.startswith("100 *") and "/" not in expr:
+            return f"({expr}) x 1000^{k}"
+    return None
+
+
+# ---------------------------------------------------------------- offline judge
+
+
+class OfflineFaithfulnessJudge:
+    """Number-aware embedding judge (module docstring). `embed` returns L2-normalised rows."""
+
+    def __init__(self, embed: EmbedFn, embedder_name: str) -> None:
+        self.embed = embed
+        self.embedder_name = embedder_name
+        self.name = f"offline:number-aware+{embedder_name}"
+        self._grounds = _GroundCache()
+
+    def __repr__(self) -> str:
+        return f"OfflineFaithfulnessJudge({self.embedder_name!r})"
+
+    # -- claims
+
+    def extract_claims(self, generated_markdown: str) -> list[Claim]:
+        return claims_of(generated_markdown)
+
+    # -- helpers
+
+    def _vectors(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        distinct = list(dict.fromkeys(texts))
+        if not distinct:
+            return {}
+        arr = np.asarray(self.embed(distinct), dtype=np.float32)
+        if arr.shape[0] != len(distinct):
+            raise ValueError(f"{self.embedder_name}: embed returned {arr.shape[0]} rows for {len(distinct)}")
+        return dict(zip(distinct, arr, strict=True))
+
+    def _analysis(self, g: _Ground, claim: Claim) -> _Analysis:
+        """Candidates and evidence units of a claim (no embedding), computed once per G and claim text."""
+        key = (claim.content, claim.source_sentence)
+        with g.lock:
+            a = g.memo.get(key)
+        if a is None:
+            a = g.analyse(claim)
+            if a.verbatim is not None:
+                # the unit of the verbatim passage holding the claim stands for it
+                text = _norm(claim.source_sentence or claim.content)
+                sib = g.units(a.verbatim)
+                a.units = [
+                    next((u for u in sib if text in _norm(u.source) or _norm(u.source) in text), sib[0])
+                ]
+            else:
+                a.units = g.top_units(claim, a)
+            with g.lock:
+                a = g.memo.setdefault(key, a)
+        return a
+
+    @staticmethod
+    def _empty(claims: Sequence[Claim], stage: int, why: str) -> list[ItemScore]:
+        return [
+            ItemScore(
+                index=c.claim_id,
+                kind="claim",
+                text=c.content,
+                source=c.source_sentence,
+                score=0.0,
+                stage=stage,
+                rationale=why,
+            )
+            for c in claims
+        ]
+
+    # -- stage 1
+
+    def verify(self, claims: Sequence[Claim], grounding: Sequence[GroundingDoc]) -> list[ItemScore]:
+        claims = list(claims)
+        if not claims:
+            return []
+        g = self._grounds.get(grounding)
+        if not g.passages:
+            return self._empty(claims, 1, "the grounding set has no passage")
+        analyses = [self._analysis(g, c) for c in claims]
+        texts: list[str] = []
+        for c, a in zip(claims, analyses, strict=True):
+            if a.verbatim is None:
+                texts.append(c.content)
+                texts.extend(u.text for u in a.units)
+        vec = self._vectors(texts)
+        return [self._stage1(g, c, a, vec) for c, a in zip(claims, analyses, strict=True)]
+
+    def _stage1(self, g: _Ground, claim: Claim, a: _Analysis, vec: dict[str, np.ndarray]) -> ItemScore:
+        units = list(a.units)  # fixed by _analysis; only scores are (re)computed here
+        if a.verbatim is not None:
+            cos = [1.0]  # identical text: cosine 1, not embedded
+        else:
+            cv = vec[claim.content]
+            cos = [float(np.clip(np.dot(cv, vec[u.text]), -1.0, 1.0)) for u in units]
+        scores = []
+        for u, c in zip(units, cos, strict=True):
+            t = 1.0 if a.verbatim is not None else a.text_support(c)
+            scores.append(a.combine(a.numbers_in_passage(u.passage), t))
+        a.cos, a.scores = cos, scores
+        if not units:
+            a.best = -1
+            return self._empty([claim], 1, "no passage of G shares a term or a figure with the claim")[0]
+        best = min(range(len(units)), key=lambda i: (-round(scores[i], 9), -cos[i], i))
+        a.best = best
+        u = units[best]
+        score = float(round(scores[best], 6))
+        return ItemScore(
+            index=claim.claim_id,
+            kind="claim",
+            text=claim.content,
+            source=claim.source_sentence,
+            score=min(1.0, max(0.0, score)),
+            stage=1,
+            evidence=_trim(g.passages[u.passage].text, u.source),
+            evidence_ref=g.doc_id(u.passage),
+            rationale=self._why1(a, u, cos[best], a.verbatim is not None),
+        )
+
+    @staticmethod
+    def _why1(a: _Analysis, u: _Unit, cos: float, verbatim: bool) -> str:
+        text = (
+            "verbatim in the passage (text support 1)"
+            if verbatim
+            else (f"cosine {cos:.3f} -> text support {a.text_support(cos):.3f}")
+        )
+        if not a.figs:
+            return f"no figures; {text}"
+        found = [n.text for n, o in zip(a.figs, a.owners, strict=True) if u.passage in o]
+        missing = [n.text for n, o in zip(a.figs, a.owners, strict=True) if u.passage not in o]
+        out = f"figures stated in the passage {len(found)}/{len(a.figs)}"
+        if found:
+            out += f" (found: {', '.join(found[:8])})"
+        if missing:
+            out += f" (missing: {', '.join(missing[:8])})"
+        return f"{out}, numbers {a.numbers_in_passage(u.passage):.3f}; {text}; {a.formula()}"
+
+    # -- stage 2
+
+    def entail(
+        self, claims: Sequence[Claim], stage1: Sequence[ItemScore], grounding: Sequence[GroundingDoc]
+    ) -> list[ItemScore]:
+        claims, stage1 = list(claims), list(stage1)
+        if len(claims) != len(stage1):
+            raise ValueError(f"entail: {len(claims)} claims but {len(stage1)} stage-1 items")
+        if not claims:
+            return []
+        g = self._grounds.get(grounding)
+        if not g.passages:
+            return self._empty(claims, 2, "the grounding set has no passage")
+        analyses = []
+        for c in claims:
+            a = self._analysis(g, c)
+            if len(a.scores) != len(a.units):  # stage 1 ran elsewhere (another judge object): redo it
+                texts = [] if a.verbatim is not None else [c.content, *(u.text for u in a.units)]
+                self._stage1(g, c, a, self._vectors(texts))
+            analyses.append(a)
+        support = [self._support(g, a) for a in analyses]
+        windows: list[list[str]] = []
+        for a, it, sup in zip(analyses, stage1, support, strict=True):
+            # the windows can only matter when full text support would lift the score above stage 1
+            best_text = max(
+                (1.0 if a.verbatim is not None else a.text_support(c) for c in a.cos), default=0.0
+            )
+            ceiling = sup[0] if a.figs else 1.0
+            windows.append(self._windows(g, a) if best_text < 1.0 and ceiling > it.score else [])
+        vec = self._vectors(
+            [c.content for c, w in zip(claims, windows, strict=True) if w] + [t for w in windows for t in w]
+        )
+        return [
+            self._stage2(g, c, it, a, w, vec, sup)
+            for c, it, a, w, sup in zip(claims, stage1, analyses, windows, support, strict=True)
+        ]
+
+    def _support(self, g: _Ground, a: _Analysis) -> tuple[float, list[str]]:
+        if not a.units or not a.figs:
+            return 0.0, []
+        order = self._ranked_units(a)
+        top = [a.units[i] for i in order[:3]]
+        return self._number_support(g, a, top[0], top, list(dict.fromkeys(u.passage for u in top)))
+
+    @staticmethod
+    def _ranked_units(a: _Analysis) -> list[int]:
+        return sorted(range(len(a.units)), key=lambda i: (-round(a.scores[i], 9), -a.cos[i], i))
+
+    def _windows(self, g: _Ground, a: _Analysis) -> list[str]:
+        if not a.units:
+            return []
+        order = self._ranked_units(a)
+        best = a.units[order[0]]
+        others = sorted(
+            (i for i in order[1:] if (a.units[i].passage, a.units[i].pos) != (best.passage, best.pos)),
+            key=lambda i: (-a.cos[i], i),
+        )
+        if others:
+            partner = a.units[others[0]]
+        else:
+            sib = g.units(best.passage)
+            if len(sib) < 2:
+                return []
+            partner = sib[best.pos + 1] if best.pos + 1 < len(sib) else sib[best.pos - 1]
+        pair = sorted([best, partner], key=lambda u: (u.passage, u.pos))
+        return [f"{pair[0].text} {pair[1].text}"]
+
+    @staticmethod
+    def _number_support(
+        g: _Ground, a: _Analysis, best: _Unit, top: list[_Unit], near: list[int]
+    ) -> tuple[float, list[str]]:
+        """Stage-2 number support in [0, 1] and one note per figure (module docstring, stage 2)."""
+        where: list[int | None] = []  # passage stating the figure: best or near passage, else None
+        for o, wk in zip(a.owners, a.weak, strict=True):
+            if best.passage in o:
+                where.append(best.passage)
+            else:  # a year or date must be in the best passage itself
+                where.append(None if wk else next((p for p in near if p in o), None))
+        stated = [
+            frozenset() if w else g.owners(n, precise=True) for n, w in zip(a.figs, a.weak, strict=True)
+        ]
+        # operands: G's strong figures of the best unit (resp. the three best units), plus the claim's
+        # figures that G states (in the evidence passages, or elsewhere when specific); never figures that
+        # are themselves only derived or only coincidentally present: no circular support
+        grounded = [
+            n
+            for n, w, wk, st in zip(a.figs, where, a.weak, stated, strict=True)
+            if not wk and (w is not None or (st and _sig(n) >= SPECIFIC_DIGITS))
+        ]
+        small = _strong_figures(best.text, best.source) + grounded
+        wide = small + [n for u in top for n in _strong_figures(u.text, u.source)]
+        credits: list[float] = []
+        notes: list[str] = []
+        for n, w, wk, st in zip(a.figs, where, a.weak, stated, strict=True):
+            if w is not None:
+                credits.append(1.0)
+                notes.append(
+                    f"{n.text}: in the best passage" if w == best.passage else f"{n.text}: in {g.doc_id(w)}"
+                )
+                continue
+            if wk:
+                credits.append(0.0)
+                notes.append(f"{n.text}: a year/date not in the best passage")
+                continue
+            same = (n.magnitude, n.step)
+            expr = _derive(n, [m for m in small if (m.magnitude, m.step) != same])
+            if expr is None and _sig(n) >= WIDE_DIGITS:
+                expr = _derive(n, [m for m in wide if (m.magnitude, m.step) != same])
+            if expr is not None:
+                credits.append(1.0)
+                notes.append(f"{n.text} = {expr}")
+            elif st:
+                c = 1.0 if _sig(n) >= SPECIFIC_DIGITS else 0.5
+                credits.append(c)
+                notes.append(f"{n.text}: elsewhere in G ({g.doc_id(min(st))}, credit {c:g})")
+            else:
+                credits.append(0.0)
+                notes.append(f"{n.text}: not in G, not derivable")
+        return _shares(credits, a.weak), notes
+
+    def _stage2(
+        self,
+        g: _Ground,
+        claim: Claim,
+        item1: ItemScore,
+        a: _Analysis,
+        windows: list[str],
+        vec: dict[str, np.ndarray],
+        support: tuple[float, list[str]],
+    ) -> ItemScore:
+        if not a.units:
+            return item1.model_copy(
+                update={"stage": 2, "rationale": "no passage of G shares a term or a figure with the claim"}
+            )
+        best = a.units[self._ranked_units(a)[0]]
+        # text support: stage-1 units and the combined-evidence windows
+        text_scores = [1.0 if a.verbatim is not None else a.text_support(c) for c in a.cos]
+        t2, how = max(text_scores), f"best unit cosine {max(a.cos):.3f}"
+        cv = vec.get(claim.content)
+        for w in windows:
+            if cv is None:
+                break
+            c = float(np.clip(np.dot(cv, vec[w]), -1.0, 1.0))
+            if a.text_support(c) > t2:
+                t2, how = a.text_support(c), f"combined-evidence window cosine {c:.3f}"
+        notes: list[str] = []
+        if a.figs:
+            nf, notes = support
+            s2 = a.combine(nf, t2)
+            formula = f"numbers {nf:.3f}, text {t2:.3f}: {a.formula()}"
+        else:
+            s2 = t2
+            formula = f"text {t2:.3f}"
+        score = float(round(max(item1.score, s2), 6))
+        why = f"stage 2: {'; '.join(notes) + '; ' if notes else ''}{how}; {formula} = {s2:.3f}"
+        if s2 < item1.score:
+            why += f"; kept the stage-1 score {item1.score:.3f}"
+        return ItemScore(
+            index=claim.claim_id,
+            kind="claim",
+            text=claim.content,
+            source=claim.source_sentence,
+            score=min(1.0, max(0.0, score)),
+            stage=2,
+            evidence=item1.evidence or _trim(g.passages[best.passage].text, best.source),
+            evidence_ref=item1.evidence_ref or g.doc_id(best.passage),
+            rationale=why,
+        )
+
+
+# ---------------------------------------------------------------- LLM judge
+
+
+class ClaimOut(BaseModel):
+    content: str = Field(min_length=1)
+    source_sentence: str = ""
+    section: str = ""
+
+    @field_validator("content")
+    @classmethod
+    def _content(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("claim content is empty")
+        return v.strip()
+
+
+class ClaimsReply(BaseModel):
+    claims: list[ClaimOut]
+
+
+class Verdict(BaseModel):
+    claim_id: int = Field(ge=0)
+    score: float = Field(ge=0.0, le=1.0)
+    evidence: str = ""
+    doc_id: str = ""
+    rationale: str = ""
+
+
+class VerdictsReply(BaseModel):
+    verdicts: list[Verdict]
+
+
+def _check_ids(expected: Sequence[int]) -> Callable[[VerdictsReply], None]:
+    want = sorted(expected)
+
+    def check(reply: VerdictsReply) -> None:
+        got = [v.claim_id for v in reply.verdicts]
+        if sorted(got) != want:
+            dup = sorted({i for i in got if got.count(i) > 1})
+            missing = sorted(set(want) - set(got))
+            extra = sorted(set(got) - set(want))
+            parts = []
+            if missing:
+                parts.append(f"missing claim_ids {missing}")
+            if extra:
+                parts.append(f"unknown claim_ids {extra}")
+            if dup:
+                parts.append(f"repeated claim_ids {dup}")
+            raise ValueError(
+                f"verdicts must cover exactly claim_ids {want}, one verdict each ({'; '.join(parts)})"
+            )
+
+    return check
+
+
+_HEADING_LINE = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+_FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+def _sections(markdown: str) -> list[tuple[str, str]]:
+    """(heading path, text) per section of a Markdown report, in order; the text includes its heading."""
+    out: list[tuple[str, list[str]]] = []
+    stack: list[tuple[int, str]] = []
+    cur: list[str] = []
+    path = ""
+    fence: str | None = None
+    for line in markdown.replace("\r\n", "\n").split("\n"):
+        f = _FENCE_LINE.match(line)
+        if f:
+            fence = None if fence and line.strip().startswith(fence) else (fence or f.group(1))
+        m = _HEADING_LINE.match(line) if fence is None and not f else None
+        if m:
+            if any(x.strip() for x in cur):
+                out.append((path, cur))
+            level = len(m.group(1))
+            stack = [(lv, t) for lv, t in stack if lv < level] + [(level, m.group(2).strip())]
+            path = " > ".join(t for _, t in stack)
+            cur = [line]
+        else:
+            cur.append(line)
+    if any(x.strip() for x in cur):
+        out.append((path, cur))
+    return [(p, "\n".join(lines).strip()) for p, lines in out]
+
+
+def _split_text(text: str, budget: int) -> list[str]:
+    """Cut `text` (over budget) at blank-line blocks; a big table at rows (header repeated), a big
+    paragraph at sentences. Pieces are whole; one sentence over budget stays one piece."""
+    blocks = [b for b in re.split(r"\n\s*\n", text) if b.strip()]
+    pieces: list[str] = []
+    for b in blocks:
+        if count_tokens(b) <= budget:
+            pieces.append(b)
+            continue
+        lines = b.split("\n")
+        table_at = next((i for i, ln in enumerate(lines) if ln.strip().startswith("|")), None)
+        if (
+            table_at is not None
+            and len(lines) > table_at + 2
+            and re.match(r"^\s*\|?\s*:?-", lines[table_at + 1])
+        ):
+            head = lines[: table_at + 2]
+            rows = lines[table_at + 2 :]
+            group: list[str] = []
+            for r in rows:
+                if group and count_tokens("\n".join(head + group + [r])) > budget:
+                    pieces.append("\n".join(head + group))
+                    group = []
+                group.append(r)
+            if group:
+                pieces.append("\n".join(head + group))
+            continue
+        sents = split_sentences(" ".join(b.split()))
+        group = []
+        for s in sents:
+            if group and count_tokens(" ".join(group + [s])) > budget:
+                pieces.append(" ".join(group))
+                group = []
+            group.append(s)
+        if group:
+            pieces.append(" ".join(group))
+    return pieces
+
+
+def report_chunks(markdown: str, budget: int) -> list[tuple[str, str]]:
+    """(heading path of the chunk's first section, text) chunks of R', each within `budget` tokens unless a
+    single sentence is larger; consecutive sections are packed together, nothing is dropped."""
+    chunks: list[tuple[str, str]] = []
+    cur: list[str] = []
+    cur_path = ""
+    cur_tok = 0
+    for path, text in _sections(markdown):
+        t = count_tokens(text)
+        if t > budget:
+            if cur:
+                chunks.append((cur_path, "\n\n".join(cur)))
+                cur, cur_tok = [], 0
+            heading = f"(continued: {path})\n\n" if path else ""
+            for i, piece in enumerate(_split_text(text, budget)):
+                chunks.append((path, piece if i == 0 else heading + piece))
+            continue
+        if cur and cur_tok + t > budget:
+            chunks.append((cur_path, "\n\n".join(cur)))
+            cur, cur_tok = [], 0
+        if not cur:
+            cur_path = path
+        cur.append(text)
+        cur_tok += t
+    if cur:
+        chunks.append((cur_path, "\n\n".join(cur)))
+    return chunks
+
+
+class LLMFaithfulnessJudge:
+    """Claims and verdicts from an OpenAI-compatible model (module docstring)."""
+
+    def __init__(self, client: Any, settings: LLMSettings) -> None:
+        self.client = client
+        self.settings = settings
+        self.name = f"openai:{settings.model}"
+        self.prompts = {r: load_prompt(r) for r in ("score_claims", "score_verify", "score_entail")}
+        self.prompt_sha256 = {r: p.sha256 for r, p in self.prompts.items()}
+        self._grounds = _GroundCache()
+        self.models: set[str] = set()
+
+    def __repr__(self) -> str:
+        return f"LLMFaithfulnessJudge(model={self.settings.model!r})"
+
+    # -- budgets
+
+    def input_budget(self) -> int:
+        s = self.settings
+        reserve = min(RESERVE_TOKENS, s.context_tokens // 10)
+        return s.context_tokens - s.max_output_tokens - reserve
+
+    def _overhead(self, role: str, **empty: str) -> int:
+        msgs = render(self.prompts[role], **empty)
+        return sum(count_tokens(m["content"]) for m in msgs)
+
+    def claims_chunk_budget(self) -> int:
+        over = self._overhead("score_claims", report_title="", part="", report_part="")
+        budget = min(self.input_budget() - over, self.settings.max_output_tokens // 2)
+        if budget < 100:
+            raise FrameInputError(
+                "llm.context_tokens",
+                f"too small for claim extraction (input budget {self.input_budget()}, prompt {over} tokens)",
+            )
+        return budget
+
+    def _run(self, jobs: list[Callable[[], Any]]) -> list[Any]:
+        if len(jobs) <= 1 or self.settings.concurrency <= 1:
+            return [j() for j in jobs]
+        with ThreadPoolExecutor(max_workers=min(self.settings.concurrency, len(jobs))) as ex:
+            return list(ex.map(lambda j: j(), jobs))
+
+    # -- claims
+
+    def extract_claims(self, generated_markdown: str) -> list[Claim]:
+        if not generated_markdown.strip():
+            return []
+        title = next(
+            (m.group(2).strip() for ln in generated_markdown.split("\n") if (m := _HEADING_LINE.match(ln))),
+            "",
+        )
+        chunks = report_chunks(generated_markdown, self.claims_chunk_budget())
+        n = len(chunks)
+
+        def job(i: int, path: str, text: str) -> list[ClaimOut]:
+            part = f"part {i + 1} of {n}" + (f" (starting at section: {path})" if path else "")
+            msgs = render(
+                self.prompts["score_claims"], report_title=title or "(untitled)", part=part, report_part=text
+            )
+            res = self.client.complete_json("score_claims", msgs, ClaimsReply, None)
+            self.models.add(res.model)
+            for c in res.value.claims:
+                if not c.section:
+                    c.section = path
+            return res.value.claims
+
+        results = self._run([lambda i=i, p=p, t=t: job(i, p, t) for i, (p, t) in enumerate(chunks)])
+        out: list[Claim] = []
+        for claims in results:
+            for c in claims:
+                out.append(
+                    Claim(
+                        claim_id=len(out),
+                        content=c.content,
+                        source_sentence=c.source_sentence,
+                        section=c.section,
+                    )
+                )
+        return out
+
+    # -- verdicts
+
+    def _evidence(self, g: _Ground, claim: Claim, k: int, budget: int) -> list[int]:
+        a = g.analyse(claim)
+        out: list[int] = []
+        left = budget
+        for p in a.candidates:
+            if len(out) >= k:
+                break
+            if g.passages[p].tokens <= left:
+                out.append(p)
+                left -= g.passages[p].tokens
+        if not out and a.candidates:  # every candidate is larger than the budget: the smallest one whole
+            out = [min(a.candidates, key=lambda p: (g.passages[p].tokens, p))]
+        return out
+
+    def _claim_block(self, g: _Ground, claim: Claim, passages: list[int], prior: ItemScore | None) -> str:
+        lines = [f"### Claim {claim.claim_id}", f"Claim: {claim.content}"]
+        if claim.source_sentence and claim.source_sentence != claim.content:
+            lines.append(f"Sentence of the report it comes from: {claim.source_sentence}")
+        if claim.section:
+            lines.append(f"Section of the report: {claim.section}")
+        if prior is not None:
+            lines.append(f"First-pass verdict: score {prior.score:.2f}; {prior.rationale or 'no rationale'}")
+        if not passages:
+            lines.append("Excerpts: none of the documents shares a term or a figure with this claim.")
+        for j, p in enumerate(passages, start=1):
+            doc = g.doc_id(p)
+            title = g.titles.get(doc, doc)
+            body = g.passages[p].text.strip()
+            lines.append(f"Excerpt {claim.claim_id}.{j} - doc_id: {doc} ({title})\n<<<\n{body}\n>>>")
+        return "\n".join(lines)
+
+    def _judge(
+        self,
+        role: str,
+        claims: list[Claim],
+        grounding: Sequence[GroundingDoc],
+        k: int,
+        budget: int,
+        prior: list[ItemScore] | None,
+    ) -> list[ItemScore]:
+        if not claims:
+            return []
+        g = self._grounds.get(grounding)
+        stage = 2 if role == "score_entail" else 1
+        over = self._overhead(role, claims="")
+        room = self.input_budget() - over
+        if room < 200:
+            raise FrameInputError("llm.context_tokens", f"too small for {role} (prompt {over} tokens)")
+        blocks: list[tuple[Claim, str]] = []
+        for i, c in enumerate(claims):
+            ps = self._evidence(g, c, k, min(budget, room - 200))
+            block = self._claim_block(g, c, ps, prior[i] if prior else None)
+            while count_tokens(block) > room and len(ps) > 1:
+                ps = ps[:-1]
+                block = self._claim_block(g, c, ps, prior[i] if prior else None)
+            if count_tokens(block) > room:
+                raise FrameInputError(
+                    "llm.context_tokens", f"claim {c.claim_id} with its smallest excerpt does not fit {role}"
+                )
+            blocks.append((c, block))
+        batches: list[list[tuple[Claim, str]]] = []
+        cur: list[tuple[Claim, str]] = []
+        cur_tok = 0
+        for c, b in blocks:
+            t = count_tokens(b)
+            if cur and (len(cur) >= BATCH_CLAIMS or cur_tok + t > room):
+                batches.append(cur)
+                cur, cur_tok = [], 0
+            cur.append((c, b))
+            cur_tok += t
+        if cur:
+            batches.append(cur)
+        doc_ids = {d.doc_id for d in grounding}
+
+        def job(batch: list[tuple[Claim, str]]) -> list[ItemScore]:
+            ids = [c.claim_id for c, _ in batch]
+            msgs = render(self.prompts[role], claims="\n\n".join(b for _, b in batch))
+            res = self.client.complete_json(role, msgs, VerdictsReply, None, check=_check_ids(ids))
+            self.models.add(res.model)
+            by_id = {v.claim_id: v for v in res.value.verdicts}
+            out = []
+            for c, _ in batch:
+                v = by_id[c.claim_id]
+                ref = v.doc_id.strip() if v.doc_id.strip() in doc_ids else ""
+                why = v.rationale.strip()
+                if v.doc_id.strip() and not ref:
+                    why += f" [doc_id {v.doc_id.strip()!r} is not a document of G]"
+                out.append(
+                    ItemScore(
+                        index=c.claim_id,
+                        kind="claim",
+                        text=c.content,
+                        source=c.source_sentence,
+                        score=float(v.score),
+                        stage=stage,
+                        evidence=_trim(v.evidence),
+                        evidence_ref=ref,
+                        rationale=why,
+                    )
+                )
+            return out
+
+        results = self._run([lambda b=b: job(b) for b in batches])
+        return [it for r in results for it in r]
+
+    def verify(self, claims: Sequence[Claim], grounding: Sequence[GroundingDoc]) -> list[ItemScore]:
+        return self._judge("score_verify", list(claims), grounding, VERIFY_K, VERIFY_BUDGET, None)
+
+    def entail(
+        self, claims: Sequence[Claim], stage1: Sequence[ItemScore], grounding: Sequence[GroundingDoc]
+    ) -> list[ItemScore]:
+        claims, stage1 = list(claims), list(stage1)
+        if len(claims) != len(stage1):
+            raise ValueError(f"entail: {len(claims)} claims but {len(stage1)} stage-1 items")
+        return self._judge("score_entail", claims, grounding, ENTAIL_K, ENTAIL_BUDGET, stage1)
+
+
+# ---------------------------------------------------------------- driver
+
+
+def faithfulness(
+    generated_md: str,
+    grounding: Sequence[GroundingDoc],
+    judge: FaithfulnessJudge,
+    *,
+    max_items: int = MAX_ITEMS,
+    seed: int = 0,
+    threshold: float = SUPPORT_THRESHOLD,
+) -> MetricResult:
+    """Faithfulness of `generated_md` against `grounding` (module docstring)."""
+    claims = judge.extract_claims(generated_md)
+    base: dict[str, Any] = {"max_items": max_items, "seed": seed, "threshold": threshold}
+    if not claims:
+        return MetricResult(
+            metric="faithfulness",
+            value=None,
+            judge=judge.name,
+            population=0,
+            detail={
+                **base,
+                "sampled": 0,
+                "stage2": 0,
+                "reason": "the generated report has no checkable claim (no sentence, list item or table row)",
+            },
+        )
+    sample = sample_items(claims, max_items, seed)
+    first = judge.verify(sample, grounding)
+    if [it.index for it in first] != [c.claim_id for c in sample]:
+        raise ValueError(f"{judge.name}: verify returned items for other claims than the sample")
+    low = [i for i, it in enumerate(first) if it.score < threshold]
+    final = list(first)
+    if low:
+        second = judge.entail([sample[i] for i in low], [first[i] for i in low], grounding)
+        if [it.index for it in second] != [sample[i].claim_id for i in low]:
+            raise ValueError(
+                f"{judge.name}: entail returned items for other claims than the ones below threshold"
+            )
+        for i, it in zip(low, second, strict=True):
+            s1 = first[i]
+            final[i] = it.model_copy(
+                update={
+                    "stage": 2,
+                    "rationale": f"stage 1 score {s1.score:.3f} ({s1.rationale}); {it.rationale}".strip(),
+                }
+            )
+    scores = [it.score for it in final]
+    detail = {
+        **base,
+        "sampled": len(sample),
+        "stage2": len(low),
+        "stage1_mean": round(float(np.mean([it.score for it in first])), 6),
+        "raised_in_stage2": sum(1 for i in low if final[i].score > first[i].score),
+        "supported": sum(1 for s in scores if s >= threshold),
+    }
+    for attr in ("prompt_sha256",):
+        if hasattr(judge, attr):
+            detail[attr] = dict(getattr(judge, attr))
+    return MetricResult(
+        metric="faithfulness",
+        value=round(float(np.mean(scores)), 6),
+        judge=judge.name,
+        population=len(claims),
+        items=final,
+        detail=detail,
+    )

@@ -1,0 +1,226 @@
+"""Numbers as written in reports, normalised so that two renderings of one figure match.
+
+Used by the offline coverage and faithfulness judges (SPEC §4; issue: "normalise 1,234.5 / $1.2 billion /
+(12) / 12%"). :func:`numbers_in` finds every displayed number with its sign, currency, percent mark and
+scale word and returns :class:`Num` records:
+
+* ``1,234.5`` -> 1234.5 (precision 0.1); ``$1.2 billion`` / ``$1.2bn`` / ``1.2B`` -> 1.2e9 (precision 1e8);
+  ``428.9M`` -> 428.9e6; ``(12)`` -> -12 (accounting negative: both parentheses around the number);
+  ``12%`` / ``12 percent`` -> 12 with ``percent`` set; ``-3.5`` / ``−3.5`` -> -3.5.
+* A number glued to a letter (``Q2``, ``FY2025``, ``H100``, ``GPT-4``'s "4" is kept: hyphen is not a letter)
+  is not a figure and is skipped.
+
+**Matching** (:func:`same_number`): magnitudes are compared (a sign is often carried by words such as
+"decreased"), at the *coarser* of the two displayed precisions, so ``428.9M`` matches ``approximately
+429M`` and ``$94.9 billion`` matches ``94,930`` in a table "in millions". Because tables state their
+scale once in a header, a match may also differ by a factor 1000^k (k = -3..3), but only when both numbers
+show at least two significant digits and neither looks like a year (1900-2100 without separators or
+decimals); so ``2`` never matches ``2,000`` and ``2024`` only matches ``2024``.
+
+**Arithmetic** (:func:`derivation`): whether a number follows from two numbers of a pool by a sum,
+difference, ratio or percent change, at the number's displayed precision; returns the expression found.
+
+Pure functions, deterministic; pools are numpy arrays so a grounding set of tens of thousands of numbers
+is searched quickly.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Num", "NumberPool", "derivation", "numbers_in", "same_number"]
+
+_SCALES = {
+    "thousand": 1e3,
+    "k": 1e3,
+    "million": 1e6,
+    "mn": 1e6,
+    "m": 1e6,
+    "billion": 1e9,
+    "bn": 1e9,
+    "b": 1e9,
+    "trillion": 1e12,
+    "tn": 1e12,
+}
+
+_NUM = re.compile(
+    r"""
+    (?<![A-Za-z0-9_.])                                  # not glued to a word or another number
+    (?P<open>\(\s*)?
+    (?P<sign>[-−–](?=[$€£¥]?\d))?
+    (?P<cur>[$€£¥]\s?)?
+    (?P<digits>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)
+    (?!\d|,\d|[A-Za-z_](?<![kKmMbB]))                  # not followed by more digits or a word char...
+    (?:
+        (?P<abbr>bn|mn|tn|[kKmMbB])(?![A-Za-z0-9])      # ...except a glued scale abbreviation (428.9M)
+      | \s?(?P<word>thousand|million|billion|trillion)\b
+    )?
+    (?P<pct>\s?%|\s(?:percent|per\scent)\b)?
+    (?P<close>\s*\))?
+    """,
+    re.VERBOSE,
+)
+
+
+@dataclass(frozen=True)
+class Num:
+    """One displayed number: `value` is signed and scaled; `step` is its displayed precision (scaled)."""
+
+    text: str
+    value: float
+    step: float
+    percent: bool
+    start: int
+    end: int
+
+    @property
+    def magnitude(self) -> float:
+        return abs(self.value)
+
+    @property
+    def sig_digits(self) -> int:
+        digits = self.text_digits.lstrip("0")
+        return len(digits) if digits else 1
+
+    @property
+    def text_digits(self) -> str:
+        return re.sub(r"\D", "", re.sub(r"^[^\d]*", "", self.text).split("e")[0])
+
+    @property
+    def yearlike(self) -> bool:
+        return _yearlike(self.text, self.value, self.step)
+
+
+def _yearlike(text: str, value: float, step: float) -> bool:
+    return step == 1.0 and 1900 <= value <= 2100 and "," not in text and float(value).is_integer()
+
+
+def numbers_in(text: str) -> list[Num]:
+    """Every displayed number in `text`, in order (see the module docstring)."""
+    out: list[Num] = []
+    for m in _NUM.finditer(text):
+        digits = m.group("digits")
+        plain = digits.replace(",", "")
+        decimals = len(plain.split(".", 1)[1]) if "." in plain else 0
+        scale_key = (m.group("abbr") or m.group("word") or "").lower()
+        scale = _SCALES.get(scale_key, 1.0)
+        value = float(plain) * scale
+        negative = bool(m.group("sign")) or bool(m.group("open") and m.group("close"))
+        step = (10.0**-decimals) * scale
+        s, e = m.start("digits"), m.end()
+        if m.group("open") and m.group("close"):
+            s = m.start()
+        elif m.group("cur"):
+            s = m.start("cur")
+        elif m.group("sign"):
+            s = m.start("sign")
+        if m.group("close") and not m.group("open"):
+            e = m.start("close")  # "(Note 3)": the parenthesis belongs to the sentence
+        out.append(
+            Num(
+                text=text[s:e].strip(),
+                value=-value if negative else value,
+                step=step,
+                percent=bool(m.group("pct")),
+                start=s,
+                end=e,
+            )
+        )
+    return out
+
+
+def _sig(step: float, magnitude: float) -> int:
+    if magnitude <= 0:
+        return 1
+    return max(1, int(math.floor(math.log10(magnitude) - math.log10(step) + 1e-9)) + 1)
+
+
+def same_number(a: Num, b: Num) -> bool:
+    """True when `a` and `b` show the same figure (module docstring: precision, factor 1000^k rules)."""
+    return bool(NumberPool([b]).matches(a).any())
+
+
+class NumberPool:
+    """Many numbers (e.g. all of a grounding set) as arrays, for fast :meth:`matches` / :meth:`contains`."""
+
+    def __init__(self, nums: Iterable[Num]) -> None:
+        self.nums: list[Num] = list(nums)
+        self.mag = np.array([n.magnitude for n in self.nums], dtype=float)
+        self.step = np.array([n.step for n in self.nums], dtype=float)
+        self.sig = np.array([_sig(n.step, n.magnitude) for n in self.nums], dtype=int)
+        self.year = np.array([n.yearlike for n in self.nums], dtype=bool)
+
+    def __len__(self) -> int:
+        return len(self.nums)
+
+    def matches(self, n: Num) -> np.ndarray:
+        """Boolean mask of the pool's numbers that show the same figure as `n`."""
+        if not len(self.nums):
+            return np.zeros(0, dtype=bool)
+        mask = np.zeros(len(self.nums), dtype=bool)
+        n_sig = _sig(n.step, n.magnitude)
+        for k in range(-3, 4):
+            f = 1000.0**k
+            x, xs = n.magnitude * f, n.step * f
+            tol = 0.5 * np.maximum(self.step, xs) + 1e-9 * np.maximum(self.mag, x)
+            hit = np.abs(self.mag - x) <= tol
+            if k != 0:
+                if n_sig < 2 or n.yearlike:
+                    continue
+                hit &= (self.sig >= 2) & ~self.year
+            else:
+                # a year only matches the same year, never a rounded neighbour
+                hit &= ~(self.year ^ n.yearlike) | (self.mag == x)
+            mask |= hit
+        return mask
+
+    def contains(self, n: Num) -> bool:
+        return bool(self.matches(n).any())
+
+    def first_match(self, n: Num) -> Num | None:
+        idx = np.flatnonzero(self.matches(n))
+        return self.nums[int(idx[0])] if idx.size else None
+
+
+def derivation(target: Num, pool: Sequence[Num], limit: int = 400) -> str | None:
+    """An expression over two numbers of `pool` that gives `target` at its displayed precision, or None.
+
+    Tries a+b, a-b, a/b, 100*a/b (share) and 100*(a-b)/b (percent change) over the first `limit` distinct
+    magnitudes of the pool (bounded: the search is quadratic).
+    """
+    seen: dict[float, Num] = {}
+    for n in pool:
+        if n.magnitude > 0 and n.magnitude not in seen:
+            seen[n.magnitude] = n
+            if len(seen) >= limit:
+                break
+    if len(seen) < 2:
+        return None
+    nums = list(seen.values())
+    v = np.array([n.magnitude for n in nums], dtype=float)
+    a, b = v[:, None], v[None, :]
+    tgt = target.magnitude
+    tol = 0.5 * target.step + 1e-9 * max(tgt, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ops = [
+            ("{a} + {b}", a + b),
+            ("|{a} - {b}|", a - b),
+            ("{a} / {b}", a / b),
+            ("100 * {a} / {b}", 100.0 * a / b),
+            ("100 * ({a} - {b}) / {b}", 100.0 * (a - b) / b),
+        ]
+        if target.percent:  # a percentage is most likely a share or a change
+            ops = ops[3:] + ops[:3]
+        for template, grid in ops:
+            hit = np.abs(np.abs(grid) - tgt) <= tol
+            np.fill_diagonal(hit, False)
+            idx = np.argwhere(hit)
+            if idx.size:
+                i, j = (int(x) for x in idx[0])
+                return template.format(a=nums[i].text, b=nums[j].text)
+    return None

@@ -1,0 +1,57 @@
+"""Number normalisation and matching for the offline judges (tasks/score/numbers.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks.score.numbers import NumberPool, derivation, numbers_in, same_number
+
+
+def one(text: str):
+    (n,) = numbers_in(text)
+    return n
+
+
+@pytest.mark.parametrize(
+    ("text", "value", "step", "percent"),
+    [
+        ("1,234.5", 1234.5, 0.1, False),
+        ("$1.2 billion", 1.2e9, 1e8, False),
+        ("$1.2bn", 1.2e9, 1e8, False),
+        ("428.9M", 428.9e6, 1e5, False),
+        ("(12)", -12.0, 1.0, False),
+        ("12%", 12.0, 1.0, True),
+        ("3.5 percent", 3.5, 0.1, True),
+        ("−3.5", -3.5, 0.1, False),
+        ("€300 million", 3e8, 1e6, False),
+    ],
+)
+def test_normalised_values(text, value, step, percent):
+    n = one(f"The figure was {text} in the period.")
+    assert n.value == pytest.approx(value) and n.step == pytest.approx(step) and n.percent is percent
+
+
+def test_not_figures_and_boundaries():
+    assert numbers_in("Q2 FY2025 H100 results") == []
+    assert [n.text for n in numbers_in("June 28,2025")] == ["2025"]  # no bogus 28,202
+    assert [n.value for n in numbers_in("(Note 3) and 1,234,567")] == [3.0, 1234567.0]
+
+
+def test_matching_rules():
+    assert same_number(one("428.9M"), one("approximately 429M"))  # coarser precision wins
+    assert same_number(one("94,930"), one("$94.9 billion"))  # table "in millions" vs prose
+    assert same_number(one("(12)"), one("-12"))  # sign carried by words or parentheses
+    assert not same_number(one("$1.2 billion"), one("$1.3 billion"))
+    assert not same_number(one("2"), one("2,000"))  # one significant digit: no 1000^k rescaling
+    assert not same_number(one("2024"), one("2,024,000"))  # years never rescale
+    assert not same_number(one("2024"), one("2023"))
+
+
+def test_pool_and_derivation():
+    pool = NumberPool(numbers_in("Revenue 1,200 and 1,000; margin 45.0%"))
+    assert pool.contains(one("$1.2 billion")) and not pool.contains(one("$1.3 billion"))
+    assert pool.first_match(one("1.0 thousand")).text == "1,000"
+    expr = derivation(one("20.0%"), numbers_in("sales 1,200 versus 1,000"))
+    assert expr == "100 * (1,200 - 1,000) / 1,000"
+    assert derivation(one("2,200"), numbers_in("1,200 and 1,000")) == "1,200 + 1,000"
+    assert derivation(one("17.3"), numbers_in("1,200 and 1,000")) is None
