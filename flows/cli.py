@@ -389,6 +389,13 @@ def score_cmd(
     systems: Annotated[
         str, typer.Option("--systems", help="comma-separated: gold, copy-sample, extractive, one-shot")
     ] = "gold,copy-sample,extractive",
+    metrics: Annotated[
+        str,
+        typer.Option(
+            "--metrics",
+            help="comma-separated: structure, coverage, faithfulness, teds, teds_s, text_edit_distance",
+        ),
+    ] = "structure,coverage,faithfulness",
     judge: Annotated[
         str, typer.Option("--judge", help="offline | openai (coverage, faithfulness)")
     ] = "offline",
@@ -417,6 +424,13 @@ def score_cmd(
         if not names or len(set(names)) != len(names):
             raise FrameInputError(
                 "--systems", f"give distinct, comma-separated system names (got {systems!r})"
+            )
+        from schemas.scoring import ALL_METRICS
+
+        chosen = [m.strip() for m in metrics.split(",") if m.strip()]
+        if not chosen or any(m not in ALL_METRICS for m in chosen) or len(set(chosen)) != len(chosen):
+            raise FrameInputError(
+                "--metrics", f"give distinct names among {', '.join(ALL_METRICS)} (got {metrics!r})"
             )
         try:
             settings = ScoreSettings(
@@ -463,6 +477,7 @@ def score_cmd(
                 settings,
                 llm if llm.backend == "openai" else None,
                 str(out) if out else None,
+                chosen,
             ),
             lambda: (score_flow.PROGRESS["done"], score_flow.PROGRESS["total"] or None),
         )

@@ -37,7 +37,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from flows.caching import STABLE
 from flows.generate import LLM_SYSTEMS, check_system, generate_reports, load_release_inputs, write_generations
 from schemas.config import LLMSettings
-from schemas.scoring import METRICS, MetricResult, ScoreSettings
+from schemas.scoring import ALL_METRICS, METRICS, MetricResult, ScoreSettings
 from tasks.atomic import atomic_write_bytes, atomic_write_text
 from tasks.errors import FrameInputError
 from tasks.ground.tokens import count_tokens
@@ -56,6 +56,8 @@ SCORING_CODE = (
     "tasks/score/tree.py",
     "tasks/score/tree_llm.py",
     "tasks/score/embed.py",
+    "tasks/score/fidelity.py",
+    "tasks/score/tables.py",
     "tasks/llm/*.py",
     "tasks/synthesize/retrieve.py",
     "tasks/generate/baselines.py",  # grounding_set_from_rows (faithfulness builds G's index with it)
@@ -252,7 +254,73 @@ def compute_metric(
         from tasks.score.faithfulness import faithfulness
 
         return faithfulness(gen_md, grounding, j["faithfulness"], max_items=settings.max_items, seed=seed)
+    if metric in ("teds", "teds_s"):
+        return table_metric(metric, gold_md, gen_md)
+    if metric == "text_edit_distance":
+        from tasks.score.fidelity import text_edit_distance
+
+        return MetricResult(metric=metric, value=text_edit_distance(gold_md, gen_md), judge="deterministic")
     raise ValueError(f"unknown metric {metric!r}")
+
+
+@functools.lru_cache(maxsize=32)
+def _table_fidelity(gold_md: str, gen_md: str):
+    """One table matching per (Y, R') pair, shared by the teds and teds_s tasks of this process."""
+    from tasks.score.fidelity import table_fidelity
+
+    return table_fidelity(gold_md, gen_md)
+
+
+def table_metric(metric: str, gold_md: str, gen_md: str) -> MetricResult:
+    """TEDS or TEDS-S over the Hungarian-matched tables; one item per gold table and per spurious table."""
+    from schemas.scoring import ItemScore
+    from tasks.score.fidelity import markdown_tables
+
+    fid = _table_fidelity(gold_md, gen_md)
+    gold_t, gen_t = markdown_tables(gold_md), markdown_tables(gen_md)
+
+    def head(t) -> str:
+        return " | ".join(c.text for c in t.rows[0])[:300] if t.rows else ""
+
+    by_gold = {m.gold: m for m in fid.matches}
+    items = []
+    for i, t in enumerate(gold_t):
+        m = by_gold.get(i)
+        value = (m.teds if metric == "teds" else m.teds_s) if m else 0.0
+        items.append(
+            ItemScore(
+                index=i,
+                kind="table",
+                text=head(t),
+                score=value,
+                evidence=head(gen_t[m.generated]) if m else "",
+                evidence_ref=f"generated table {m.generated}" if m else "",
+                rationale=f"matched, candidate score {m.score:.3f}"
+                if m
+                else "no generated table scores >= 0.40",
+            )
+        )
+    matched = {m.generated for m in fid.matches}
+    for j, t in enumerate(gen_t):
+        if j not in matched:
+            items.append(
+                ItemScore(
+                    index=len(gold_t) + j,
+                    kind="spurious_table",
+                    text=head(t),
+                    score=0.0,
+                    evidence_ref=f"generated table {j}",
+                    rationale="generated table without a gold counterpart",
+                )
+            )
+    return MetricResult(
+        metric=metric,
+        value=fid.teds if metric == "teds" else fid.teds_s,
+        judge="deterministic",
+        population=len(gold_t),
+        items=items if gold_t else [],
+        detail={"gold_tables": fid.n_gold, "generated_tables": fid.n_generated, "matched": len(fid.matches)},
+    )
 
 
 @functools.lru_cache(maxsize=4)
@@ -352,8 +420,15 @@ def score_release(
     settings: ScoreSettings,
     llm: LLMSettings | None = None,
     out_dir: str | None = None,
+    metrics: list[str] | None = None,
 ) -> str:
     """Score every instance of `release` for every system and metric; returns the output folder."""
+    metrics = list(metrics or METRICS)
+    unknown = sorted(set(metrics) - set(ALL_METRICS))
+    if unknown:
+        raise FrameInputError(
+            "--metrics", f"unknown metric(s) {', '.join(unknown)} (known: {', '.join(ALL_METRICS)})"
+        )
     logger = get_run_logger()
     rel = Path(release).resolve()
     instances, _ = load_release_inputs(rel)
@@ -382,13 +457,13 @@ def score_release(
     judge_llm = llm_id if uses_llm else {}
     futures = []
     with _PROGRESS_LOCK:
-        PROGRESS.update(done=0, total=len(instances) * len(systems) * len(METRICS))
+        PROGRESS.update(done=0, total=len(instances) * len(systems) * len(metrics))
     for inst in instances.to_dict("records"):
         iid = inst["instance_id"]
         g_sha = inst_grounding_sha(rel, str(inst["grounding_set_id"]))
         for system in systems:
             texts = {"gold": gold[iid], "generated": generated[system][iid]}
-            for metric in METRICS:
+            for metric in metrics:
                 # the key names exactly what the metric reads: Y and R' (structure, coverage) or R' and G
                 texts_sha = {"generated": sha(texts["generated"])}
                 texts_sha.update(
@@ -424,7 +499,7 @@ def score_release(
             logger.error("failed: %s", f)
         raise RuntimeError(f"{len(failures)} score task(s) failed; first: {failures[0]} (rerun resumes)")
     out = Path(out_dir) if out_dir else scores_folder(rel)
-    write_outputs(out, rel, instances, results, systems, settings, gen_digest, score_code, llm_id)
+    write_outputs(out, rel, instances, results, systems, settings, gen_digest, score_code, llm_id, metrics)
     logger.info("scores written to %s", out)
     return str(out)
 
@@ -474,6 +549,7 @@ def write_outputs(
     gen_digest: dict[str, str],
     score_code: str,
     llm_id: dict,
+    metrics: list[str],
 ) -> None:
     from tasks.score.leaderboard import leaderboard, leaderboard_csv, leaderboard_markdown
     from tasks.score.plots import plot_metric_vs_buckets
@@ -519,6 +595,7 @@ def write_outputs(
         "release": str(release),
         "release_manifest_sha256": _file_sha(release / "manifest.json"),
         "systems": systems,
+        "metrics": metrics,
         "generations_sha256": gen_digest,
         "settings": settings.model_dump(mode="json"),
         "judges": sorted({r["judge"] for r in score_rows}),

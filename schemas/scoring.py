@@ -11,10 +11,24 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-__all__ = ["METRICS", "Claim", "InfoUnit", "ItemScore", "MetricName", "MetricResult", "UNIT_TYPES"]
+__all__ = [
+    "ALL_METRICS",
+    "LOWER_IS_BETTER",
+    "METRICS",
+    "Claim",
+    "InfoUnit",
+    "ItemScore",
+    "MetricName",
+    "MetricResult",
+    "UNIT_TYPES",
+]
 
 MetricName = Literal["structure", "coverage", "faithfulness"]
-METRICS: tuple[str, ...] = ("structure", "coverage", "faithfulness")
+METRICS: tuple[str, ...] = ("structure", "coverage", "faithfulness")  # FRAME's three (the default)
+# Further families (SPEC §5), chosen with `frame score --metrics`: table and text fidelity (paper 002).
+FIDELITY_METRICS: tuple[str, ...] = ("teds", "teds_s", "text_edit_distance")
+ALL_METRICS: tuple[str, ...] = METRICS + FIDELITY_METRICS
+LOWER_IS_BETTER: frozenset[str] = frozenset({"text_edit_distance"})
 
 # Paper 000 App. B: "each unit records its type (entity, statistic, factual claim, etc.)".
 UNIT_TYPES: tuple[str, ...] = ("statistic", "entity", "event", "factual_claim", "finding", "method", "other")

@@ -117,19 +117,23 @@ def demo_release(tmp_path_factory) -> Path:
 
 
 SCORED_SYSTEMS = "gold,copy-sample,extractive"
+SCORED_METRICS = "structure,coverage,faithfulness"  # FRAME's three (fidelity: tests/test_score_fidelity.py)
+SCORED_MAX_ITEMS = 100  # the default
 
 
 @pytest.fixture(scope="session")
 def demo_scored(demo_release, tmp_path_factory) -> dict:
-    """`frame score` (offline judges, all metrics) over the demo release for gold, copy-sample and
+    """`frame score` (offline judges, every metric family) over the demo release for gold, copy-sample and
     extractive, run twice with one Prefect home: the second run must come entirely from cache.
-    Returns {"release", "out" (the scores folder), "cache" (FRAME_CACHE_DIR used), "first", "second"}."""
+    Returns {"release", "out" (the scores folder), "cache" (FRAME_CACHE_DIR used), "home" (PREFECT_HOME),
+    "first", "second"}."""
     import subprocess
     import sys
 
     home = tmp_path_factory.mktemp("score-prefect")
     frame = str(Path(sys.executable).with_name("frame"))
     args = [frame, "score", "--release", str(demo_release), "--systems", SCORED_SYSTEMS]
+    args += ["--metrics", SCORED_METRICS, "--max-items", str(SCORED_MAX_ITEMS)]
     runs = []
     for _ in range(2):
         res = subprocess.run(args, capture_output=True, text=True, env=frame_env(home), timeout=1800)
@@ -140,6 +144,7 @@ def demo_scored(demo_release, tmp_path_factory) -> dict:
         "release": demo_release,
         "out": data / "scores" / "demo" / "0.1.0",
         "cache": data / "cache",
+        "home": home,
         "first": runs[0],
         "second": runs[1],
     }

@@ -21,6 +21,7 @@ from tasks.generate.baselines import generate_report, grounding_rows_for
 from tasks.llm.client import LLMClient, LLMOutputError
 from tasks.score.coverage import LLMCoverageJudge, OfflineCoverageJudge, coverage, markdown_pieces
 from tasks.score.judges import sample_items
+from tests.conftest import SCORED_MAX_ITEMS
 from tests.llm_server import fast_settings, json_reply
 
 llm_server = fake_llm.llm_server
@@ -297,7 +298,9 @@ def test_two_runs_are_identical(release, demo_scored):
         judge = OfflineCoverageJudge(
             make_embed_fn(CachedEmbedder(LocalMiniLM(), demo_scored["cache"])), "all-MiniLM-L6-v2"
         )
-        results.append(coverage(inst["target_markdown"], generated, judge, seed=seed))
+        results.append(
+            coverage(inst["target_markdown"], generated, judge, max_items=SCORED_MAX_ITEMS, seed=seed)
+        )
     first, second = results
     assert first.model_dump() == second.model_dump()
     assert first.judge == "offline:number-aware+all-MiniLM-L6-v2"

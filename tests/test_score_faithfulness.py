@@ -24,6 +24,7 @@ from tasks.score.faithfulness import (
 )
 from tasks.score.judges import SUPPORT_THRESHOLD, GroundingDoc, sample_items
 from tasks.score.numbers import same_number
+from tests.conftest import SCORED_MAX_ITEMS
 from tests.llm_server import fast_settings
 
 llm_server = fake_llm.llm_server
@@ -289,12 +290,12 @@ def _docs(inst: dict, grounding: list[dict]) -> tuple[list[dict], list[Grounding
 
 
 def test_demo_extractive_and_gold_beat_copy_sample(demo_scored):
-    """The session's `frame score` run over the whole demo release (100 claims per report)."""
+    """The session's `frame score` run over the whole demo release (SCORED_MAX_ITEMS claims per report)."""
     scores = pd.read_parquet(demo_scored["out"] / "scores.parquet")
     evidence = pd.read_parquet(demo_scored["out"] / "evidence.parquet")
     faith = scores[scores.metric == "faithfulness"]
     assert faith["value"].notna().all() and (faith["population"] > 0).all()
-    assert (faith["sampled"] == faith["population"].clip(upper=100)).all()
+    assert (faith["sampled"] == faith["population"].clip(upper=SCORED_MAX_ITEMS)).all()
     items = evidence[evidence.metric == "faithfulness"]
     assert (items[items.rationale.str.startswith("stage 1 score")]["stage"] == 2).all()
     means = faith.groupby(["category", "system"])["value"].mean().unstack()

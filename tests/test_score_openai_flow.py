@@ -39,7 +39,7 @@ G = [
 ]
 
 
-def write_release(root: Path) -> Path:
+def write_release(root: Path, sample: str = S, target: str = Y) -> Path:
     rel = root / "data" / "releases" / "tiny" / "1.0.0"
     rel.mkdir(parents=True)
     iid = "financial_quarterly/ACME-10-Q/t1->t2"
@@ -54,8 +54,8 @@ def write_release(root: Path) -> Path:
             "target_report_id": "ACME-10-Q/t2",
             "grounding_set_id": "ACME-10-Q/t2",
             "grounding_doc_ids": [d for d, _, _ in G],
-            "sample_markdown": S,
-            "target_markdown": Y,
+            "sample_markdown": sample,
+            "target_markdown": target,
         }
     ]
     docs = [

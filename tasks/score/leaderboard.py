@@ -24,6 +24,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from schemas.scoring import ALL_METRICS, LOWER_IS_BETTER
+
 __all__ = [
     "BOARD_COLUMNS",
     "CATEGORY_ORDER",
@@ -45,7 +47,7 @@ CATEGORY_ORDER: tuple[str, ...] = (
     "academic_simple",
     "academic_complex",
 )
-METRIC_ORDER: tuple[str, ...] = ("structure", "coverage", "faithfulness")
+METRIC_ORDER: tuple[str, ...] = ALL_METRICS
 SCOPE_LABELS = {
     OVERALL: "Overall",
     "financial_quarterly": "Financial Qtr.",
@@ -255,7 +257,8 @@ def _caption(board: pd.DataFrame, scopes: list[str]) -> str:
     parts = [
         f"Cells: mean [CI low, CI high] over instances; {ci}.",
         f"n = instances per scope: {counts}.",
-        "Best mean per column in bold; a cell with fewer defined values than its column shows its own n.",
+        "Best mean per column in bold (lowest where lower is better); a cell with fewer defined values than "
+        "its column shows its own n.",
     ]
     if n_undef:
         parts.append(f"{n_undef} undefined (instance, system, metric) value(s) excluded.")
@@ -282,7 +285,9 @@ def leaderboard_markdown(board: pd.DataFrame, *, systems: Sequence[str] | None =
     for metric in metrics:
         sub = board[board["metric"] == metric]
         judges = sorted({j for js in sub["judges"].dropna() for j in str(js).split(";") if j})
-        title = f"### {metric}" + (f" (judge: {', '.join(judges)})" if judges else "")
+        lower = metric in LOWER_IS_BETTER
+        title = f"### {metric}" + (" (lower is better)" if lower else "")
+        title += f" (judge: {', '.join(judges)})" if judges else ""
         out += [title, ""]
         out.append("| System | " + " | ".join(SCOPE_LABELS.get(s, _md_escape(s)) for s in scopes) + " |")
         out.append("|---|" + "---:|" * len(scopes))
@@ -291,7 +296,8 @@ def leaderboard_markdown(board: pd.DataFrame, *, systems: Sequence[str] | None =
         for scope in scopes:
             col = sub[sub["scope"] == scope]
             means = col["mean"].to_numpy(dtype=float)
-            best[scope] = float(np.nanmax(means)) if np.isfinite(means).any() else math.nan
+            pick = np.nanmin if lower else np.nanmax
+            best[scope] = float(pick(means)) if np.isfinite(means).any() else math.nan
             max_n[scope] = int(col["n"].max()) if len(col) else 0
         for system in order:
             row = [_md_escape(system)]

@@ -217,3 +217,9 @@ def tree_size(tree: dict[str, Any]) -> int:
         count += 1
         todo.extend(cur["children"])
     return count
+
+
+def table_grids(markdown: str) -> list[list[list[str]]]:
+    """Every pipe table of a Markdown text as rows of cleaned cell texts (header row first), in order."""
+    lines = markdown.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return [payload for kind, payload in _blocks(lines) if kind == "table"]

@@ -1,0 +1,119 @@
+"""Table and text fidelity (tasks/score/fidelity.py, SPEC §5): hand-computed cases, the Hungarian
+assignment, and `frame score --metrics teds,teds_s,text_edit_distance` on the demo release."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tasks.score.fidelity import MATCH_THRESHOLD, markdown_tables, table_fidelity, text_edit_distance
+from tests.conftest import frame_env
+
+FRAME = str(Path(sys.executable).with_name("frame"))
+
+
+def table(*rows: list[str]) -> str:
+    head, *body = rows
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(r) + " |" for r in body]
+    return "\n".join(lines) + "\n"
+
+
+REVENUE = table(["Segment", "2025", "2024"], ["Cloud", "700", "650"], ["Devices", "300", "280"])
+CASH = table(["Item", "June 2025"], ["Cash", "320"], ["Debt", "1,000"])
+
+
+def test_markdown_tables_become_trees():
+    (t,) = markdown_tables("# R\n\nText.\n\n" + REVENUE)
+    grid = [[c.text for c in row] for row in t.rows]
+    assert grid == [["Segment", "2025", "2024"], ["Cloud", "700", "650"], ["Devices", "300", "280"]]
+
+
+def test_identical_reports_score_one_and_zero_distance():
+    md = "# R\n\n## A\n\n" + REVENUE + "\n## B\n\n" + CASH
+    fid = table_fidelity(md, md)
+    assert fid.teds == 1.0 and fid.teds_s == 1.0 and len(fid.matches) == 2
+    assert text_edit_distance(md, md) == 0.0
+
+
+def test_hand_computed_teds_with_a_missing_table():
+    gold = "# R\n\n" + REVENUE + "\n" + CASH
+    changed = REVENUE.replace("650", "651")  # one cell: Levenshtein 1 / 3 characters
+    gen = "# R\n\n" + changed
+    fid = table_fidelity(gold, gen)
+    # tree: 1 table + 3 rows + 9 cells = 13 nodes; one rename costing 1/3 -> TEDS = 1 - (1/3)/13
+    (m,) = fid.matches
+    assert (m.gold, m.generated) == (0, 0)
+    assert m.teds == pytest.approx(1 - (1 / 3) / 13) and m.teds_s == 1.0
+    # the unmatched gold table counts 0: mean over 2 (1 matched + 1 missing)
+    assert fid.teds == pytest.approx(m.teds / 2) and fid.teds_s == pytest.approx(0.5)
+    # a spurious generated table also costs
+    fid2 = table_fidelity("# R\n\n" + REVENUE, "# R\n\n" + REVENUE + "\n" + CASH)
+    assert fid2.teds == pytest.approx(0.5)
+    # no gold table: no table score at all
+    assert table_fidelity("# R\n\nText only.", gen).teds is None
+
+
+def test_assignment_is_global_and_thresholded():
+    unrelated = table(["Zeta", "Qux"], ["aaaa", "bbbb"], ["cccc", "dddd"], ["eeee", "ffff"], ["gggg", "hhhh"])
+    fid = table_fidelity("# R\n\n" + REVENUE + "\n" + CASH, "# R\n\n" + CASH + "\n" + REVENUE)
+    # swapped order: each table still finds its counterpart (content outweighs position)
+    assert sorted((m.gold, m.generated) for m in fid.matches) == [(0, 1), (1, 0)]
+    lone = table_fidelity("# R\n\n" + CASH, "# R\n\n" + unrelated)
+    assert all(m.score >= MATCH_THRESHOLD for m in lone.matches)
+    assert lone.teds == (lone.matches[0].teds / 1 if lone.matches else 0.0)
+
+
+def test_text_edit_distance_hand_computed():
+    assert text_edit_distance("abc", "abd") == pytest.approx(1 / 3)
+    assert text_edit_distance("Revenue  was\n$5", "Revenue was 5") == 0.0  # whitespace and $ delimiters
+    assert text_edit_distance("", "") == 0.0
+    assert text_edit_distance("abcd", "") == 1.0
+
+
+def test_demo_release_gold_against_itself(demo_release):
+    """Every demo gold report against itself: TEDS 1, TEDS-S 1, text edit distance 0; baselines in range."""
+    instances = pd.read_parquet(demo_release / "instances.parquet")
+    for inst in instances.itertuples():
+        fid = table_fidelity(inst.target_markdown, inst.target_markdown)
+        assert fid.n_gold > 0 and fid.teds == 1.0 and fid.teds_s == 1.0, inst.instance_id
+        assert len(fid.matches) == fid.n_gold
+        assert text_edit_distance(inst.target_markdown, inst.target_markdown) == 0.0
+    inst = instances.iloc[0]  # a stale sample (copy-sample) is scored in range, below the ceiling
+    stale = table_fidelity(inst.target_markdown, inst.sample_markdown)
+    assert (
+        0.0 <= stale.teds < 1.0
+        and 0.0 < text_edit_distance(inst.target_markdown, inst.sample_markdown) <= 1.0
+    )
+
+
+def test_metrics_option_through_the_flow(tmp_path):
+    """`frame score --metrics teds,teds_s,text_edit_distance` on a tiny release built here."""
+    from tests.test_score_openai_flow import S, write_release
+
+    rel = write_release(tmp_path, sample=S, target=S.replace("Q1", "Q2") + "\n" + REVENUE)
+    out = tmp_path / "scores"
+    args = [FRAME, "score", "--release", str(rel), "--systems", "gold,copy-sample"]
+    args += ["--metrics", "teds,teds_s,text_edit_distance", "--out", str(out)]
+    res = subprocess.run(args, capture_output=True, text=True, env=frame_env(tmp_path / "ph"), timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    scores = pd.read_parquet(out / "scores.parquet").set_index(["system", "metric"])["value"]
+    assert set(scores.index.get_level_values("metric")) == {"teds", "teds_s", "text_edit_distance"}
+    assert scores[("gold", "teds")] == 1.0 and scores[("gold", "text_edit_distance")] == 0.0
+    # copy-sample has no table while the gold report has one: TEDS 0; its text differs from the gold
+    assert scores[("copy-sample", "teds")] == 0.0 and 0 < scores[("copy-sample", "text_edit_distance")] < 1
+    board = (out / "leaderboard.md").read_text()
+    assert "text_edit_distance (lower is better)" in board
+    evidence = pd.read_parquet(out / "evidence.parquet")
+    assert set(evidence[evidence.metric == "teds"]["kind"]) == {"table"}
+    bad = subprocess.run(
+        [FRAME, "score", "--release", str(rel), "--metrics", "teds,nope"],
+        capture_output=True,
+        text=True,
+        env=frame_env(tmp_path / "ph"),
+    )
+    assert bad.returncode == 2 and "--metrics" in bad.stderr and bad.stderr.count("\n") == 1
