@@ -437,7 +437,10 @@ def score_release(
             check_system(s, llm)
     llm_id = llm_identity(llm)
     gen_code, score_code = digest_paths(GENERATION_CODE), digest_paths(SCORING_CODE)
-    inst_sha = sha(pd.util.hash_pandas_object(instances[["instance_id", "sample_markdown"]]).to_json())
+    # generations depend on S and G: key them on the bytes of the release tables that hold them
+    inst_sha = hashlib.sha256(
+        (rel / "instances.parquet").read_bytes() + (rel / "grounding_documents.parquet").read_bytes()
+    ).hexdigest()
     gold = dict(zip(instances["instance_id"], instances["target_markdown"], strict=True))
 
     generated: dict[str, dict[str, str]] = {}
