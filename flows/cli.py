@@ -393,7 +393,8 @@ def score_cmd(
         str,
         typer.Option(
             "--metrics",
-            help="comma-separated: structure, coverage, faithfulness, teds, teds_s, text_edit_distance",
+            help="comma-separated families or metrics: structure, coverage, faithfulness, teds, teds_s, "
+            "text_edit_distance, scaffold (fps, qps, eps, ...), rubric, holistic, pairwise",
         ),
     ] = "structure,coverage,faithfulness",
     judge: Annotated[
@@ -425,12 +426,12 @@ def score_cmd(
             raise FrameInputError(
                 "--systems", f"give distinct, comma-separated system names (got {systems!r})"
             )
-        from schemas.scoring import ALL_METRICS
+        from schemas.scoring import SELECTABLE
 
         chosen = [m.strip() for m in metrics.split(",") if m.strip()]
-        if not chosen or any(m not in ALL_METRICS for m in chosen) or len(set(chosen)) != len(chosen):
+        if not chosen or any(m not in SELECTABLE for m in chosen) or len(set(chosen)) != len(chosen):
             raise FrameInputError(
-                "--metrics", f"give distinct names among {', '.join(ALL_METRICS)} (got {metrics!r})"
+                "--metrics", f"give distinct names among {', '.join(SELECTABLE)} (got {metrics!r})"
             )
         try:
             settings = ScoreSettings(
@@ -523,6 +524,26 @@ def annotate_cmd(
     atomic_write_text(out / "judge.csv", judge.to_csv(index=False, lineterminator="\n"))
     atomic_write_text(out / "GUIDELINES.md", f"# Annotation guideline: {metric}\n\n{GUIDELINES[metric]}\n")
     print(f"{out}: {len(items)} {metric} items (items.csv is blind; judge.csv holds the judge's scores)")
+
+
+@app.command("report")
+def report_cmd(
+    scores: Annotated[Path, typer.Option("--scores", help="a `frame score` output folder")],
+    out: Annotated[Path | None, typer.Option("--out", help="output folder (default <scores>/report)")] = None,
+    top: Annotated[int, typer.Option("--top", help="failed items listed per family")] = 10,
+) -> None:
+    """One diagnostic page per system (Markdown + HTML): all families side by side, the items it failed
+    most, and how far each metric spreads across systems."""
+    from tasks.score.diagnostic import render_system_reports
+
+    try:
+        if top < 1:
+            raise FrameInputError("--top", f"must be >= 1 (got {top})")
+        paths = render_system_reports(scores, out, top_n=top)
+    except FrameInputError as exc:
+        _fail(exc)
+    for p in paths:
+        print(p)
 
 
 @app.command("align")

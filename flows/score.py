@@ -37,7 +37,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from flows.caching import STABLE
 from flows.generate import LLM_SYSTEMS, check_system, generate_reports, load_release_inputs, write_generations
 from schemas.config import LLMSettings
-from schemas.scoring import ALL_METRICS, METRICS, MetricResult, ScoreSettings
+from schemas.scoring import FAMILIES, METRICS, PAIRWISE, SELECTABLE, MetricResult, ScoreSettings, families_for
 from tasks.atomic import atomic_write_bytes, atomic_write_text
 from tasks.errors import FrameInputError
 from tasks.ground.tokens import count_tokens
@@ -58,6 +58,13 @@ SCORING_CODE = (
     "tasks/score/embed.py",
     "tasks/score/fidelity.py",
     "tasks/score/tables.py",
+    "tasks/score/scaffold.py",
+    "tasks/score/rubric.py",
+    "tasks/score/holistic.py",
+    "tasks/score/pairwise.py",
+    "schemas/scaffold.py",
+    "schemas/rubric.py",
+    "schemas/rubric.toml",
     "tasks/llm/*.py",
     "tasks/synthesize/retrieve.py",
     "tasks/generate/baselines.py",  # grounding_set_from_rows (faithfulness builds G's index with it)
@@ -101,6 +108,29 @@ EVIDENCE_SCHEMA = pa.schema(
         pa.field("evidence_ref", pa.string()),
         pa.field("rationale", pa.string()),
         pa.field("judge", pa.string(), nullable=False),
+    ]
+)
+
+SCAFFOLDS_SCHEMA = pa.schema(
+    [
+        pa.field("instance_id", pa.string(), nullable=False),
+        pa.field("extractor", pa.string()),
+        pa.field("facts", pa.int64()),
+        pa.field("questions", pa.int64()),
+        pa.field("attributes", pa.int64()),
+        pa.field("scaffold_json", pa.string()),  # schemas.scaffold.Scaffold
+    ]
+)
+PAIRWISE_SCHEMA = pa.schema(
+    [
+        pa.field("instance_id", pa.string(), nullable=False),
+        pa.field("system_a", pa.string(), nullable=False),  # canonical order: sorted names
+        pa.field("system_b", pa.string(), nullable=False),
+        pa.field("order", pa.string(), nullable=False),  # "ab": A shown first, "ba": B shown first
+        pa.field("raw_vote", pa.string()),  # as displayed: "1" | "2" | "tie"
+        pa.field("vote", pa.string(), nullable=False),  # canonical: "A" | "B" | "tie"
+        pa.field("judge", pa.string()),
+        pa.field("rationale", pa.string()),
     ]
 )
 
@@ -191,12 +221,38 @@ def judges(settings: ScoreSettings, llm: LLMSettings | None, cache_dir: Path) ->
             from tasks.llm.client import LLMClient
 
             out["client"] = LLMClient(llm, cache_dir)
+        from tasks.score.holistic import LLMHolisticJudge, OfflineHolisticJudge
+        from tasks.score.pairwise import LLMPairwiseJudge
+        from tasks.score.rubric import LLMRubricJudge, OfflineRubricJudge
+        from tasks.score.scaffold import (
+            LLMScaffoldExtractor,
+            LLMScaffoldJudge,
+            OfflineScaffoldExtractor,
+            OfflineScaffoldJudge,
+        )
+
+        offline_coverage = OfflineCoverageJudge(embed, name)
         if settings.judge == "openai":
-            out["coverage"] = LLMCoverageJudge(out["client"], llm)
-            out["faithfulness"] = LLMFaithfulnessJudge(out["client"], llm)
+            c = out["client"]
+            out["coverage"] = LLMCoverageJudge(c, llm)
+            out["faithfulness"] = LLMFaithfulnessJudge(c, llm)
+            out["scaffold_extractor"] = LLMScaffoldExtractor(c, llm)
+            out["scaffold_judge"] = LLMScaffoldJudge(
+                c, llm, max_sentences=settings.max_items, seed=settings.seed
+            )
+            out["rubric"] = LLMRubricJudge(c, llm)
+            out["holistic"] = LLMHolisticJudge(c, llm)
+            out["pairwise"] = LLMPairwiseJudge(c, llm)
         else:
-            out["coverage"] = OfflineCoverageJudge(embed, name)
+            out["coverage"] = offline_coverage
             out["faithfulness"] = OfflineFaithfulnessJudge(embed, name)
+            out["scaffold_extractor"] = OfflineScaffoldExtractor(offline_coverage)
+            out["scaffold_judge"] = OfflineScaffoldJudge(
+                offline_coverage, max_sentences=settings.max_items, seed=settings.seed
+            )
+            out["rubric"] = OfflineRubricJudge()
+            out["holistic"] = OfflineHolisticJudge()
+            out["pairwise"] = None  # offline votes come from the metric values (flow, not a judge call)
         _JUDGES[key] = out
         return out
 
@@ -261,6 +317,52 @@ def compute_metric(
 
         return MetricResult(metric=metric, value=text_edit_distance(gold_md, gen_md), judge="deterministic")
     raise ValueError(f"unknown metric {metric!r}")
+
+
+def compute_family(
+    family: str,
+    texts: dict[str, str],
+    grounding: list[GroundingDoc],
+    context: dict[str, str],
+    scaffold: dict | None,
+    seed: int,
+    settings: ScoreSettings,
+    llm: LLMSettings | None,
+    cache_dir: Path,
+) -> list[MetricResult]:
+    """Every metric of one family for one (Y, R') pair: one result for the single-metric families, all
+    of the scaffold's / rubric's / holistic judge's metrics from one judgment for the others."""
+    gold_md, gen_md = texts.get("gold", ""), texts["generated"]
+    if family not in FAMILIES:
+        raise ValueError(f"unknown metric family {family!r}")
+    if family == "tables":
+        return [table_metric("teds", gold_md, gen_md), table_metric("teds_s", gold_md, gen_md)]
+    if len(FAMILIES[family]) == 1:
+        return [compute_metric(family, gold_md, gen_md, grounding, seed, settings, llm, cache_dir)]
+    j = judges(settings, llm, cache_dir)
+    if family == "scaffold":
+        from schemas.scaffold import Scaffold
+        from tasks.score.scaffold import scaffold_metrics
+
+        if scaffold is None:
+            raise ValueError("the scaffold family needs the instance's scaffold")
+        sc = Scaffold.model_validate(scaffold)
+        return scaffold_metrics(sc, j["scaffold_judge"].judge(sc, gen_md))
+    if family == "rubric":
+        from tasks.score.rubric import RubricContext, score_rubric
+
+        ctx = RubricContext(
+            category=context.get("category", ""),
+            domain=context.get("domain", ""),
+            sample_markdown=texts.get("sample", ""),
+            target_period=context.get("t_target", ""),
+        )
+        return score_rubric(gen_md, ctx, j["rubric"])
+    if family == "holistic":
+        from tasks.score.holistic import holistic
+
+        return holistic(gold_md, gen_md, grounding, j["holistic"])
+    raise ValueError(f"unknown metric family {family!r}")
 
 
 @functools.lru_cache(maxsize=32)
@@ -361,7 +463,7 @@ def _cache_dir() -> Path:
 
 @task(name="score", cache_policy=STABLE, persist_result=True)
 def score_task(
-    metric: str,
+    family: str,
     release: str,
     instance_id: str,
     system: str,
@@ -372,24 +474,69 @@ def score_task(
     code: str,
     _texts: dict | None = None,
     _llm: LLMSettings | None = None,
-) -> dict:
-    """One metric for one (instance, system). Inputs starting with "_" are the data their sha256 names."""
+    _context: dict | None = None,
+    _scaffold: dict | None = None,
+) -> list[dict]:
+    """One metric family for one (instance, system). Inputs starting with "_" are the data their sha256
+    names in `texts_sha` (the cache key), so an edit of any text the family reads invalidates it."""
     texts = _texts or {}
     if any(sha(texts[k]) != v for k, v in texts_sha.items() if k in texts):
         raise FrameInputError(f"{instance_id} ({system})", "report text changed while scoring")
-    grounding = grounding_of(Path(release), grounding_set_id) if metric == "faithfulness" else []
-    result = compute_metric(
-        metric,
-        texts["gold"],
-        texts["generated"],
+    grounding = grounding_of(Path(release), grounding_set_id) if "grounding" in texts_sha else []
+    results = compute_family(
+        family,
+        texts,
         grounding,
+        _context or {},
+        _scaffold,
         instance_seed(settings.seed, instance_id),
         settings,
         _llm,
         _cache_dir(),
     )
-    get_run_logger().info("%s %s %s = %s", instance_id, system, metric, result.value)
-    return result.model_dump(mode="json")
+    get_run_logger().info(
+        "%s %s %s: %s", instance_id, system, family, ", ".join(f"{r.metric}={r.value}" for r in results)
+    )
+    return [r.model_dump(mode="json") for r in results]
+
+
+@task(name="scaffold", cache_policy=STABLE, persist_result=True)
+def scaffold_task(
+    release: str,
+    instance_id: str,
+    gold_sha: str,
+    settings: ScoreSettings,
+    llm: dict,
+    code: str,
+    _gold: str = "",
+    _llm: LLMSettings | None = None,
+) -> dict:
+    """The semantic scaffold of one gold report: extracted once, reused for every system."""
+    if sha(_gold) != gold_sha:
+        raise FrameInputError(instance_id, "gold report changed while scoring")
+    sc = judges(settings, _llm, _cache_dir())["scaffold_extractor"].extract(_gold)
+    get_run_logger().info("%s scaffold: %s", instance_id, sc.counts())
+    return sc.model_dump(mode="json")
+
+
+@task(name="pairwise", cache_policy=STABLE, persist_result=True)
+def pairwise_task(
+    release: str,
+    instance_id: str,
+    texts_sha: dict,
+    settings: ScoreSettings,
+    llm: dict,
+    code: str,
+    _texts: dict | None = None,
+    _llm: LLMSettings | None = None,
+) -> list[dict]:
+    """LLM A/B/tie votes for every pair of systems of one instance, both display orders."""
+    from tasks.score.pairwise import pairwise_instance
+
+    texts = dict(_texts or {})  # a copy: the caller's dict stays intact for a retry
+    gold = texts.pop("gold")
+    judge = judges(settings, _llm, _cache_dir())["pairwise"]
+    return pairwise_instance(instance_id, sorted(texts), gold, texts, judge)
 
 
 def _advance() -> None:
@@ -408,6 +555,8 @@ class _ExcludePrivate(type(STABLE)):
 _KEY = _ExcludePrivate()
 generate_task = generate_task.with_options(cache_policy=_KEY)
 score_task = score_task.with_options(cache_policy=_KEY)
+scaffold_task = scaffold_task.with_options(cache_policy=_KEY)
+pairwise_task = pairwise_task.with_options(cache_policy=_KEY)
 
 
 # ---------------------------------------------------------------- the flow
@@ -422,19 +571,30 @@ def score_release(
     out_dir: str | None = None,
     metrics: list[str] | None = None,
 ) -> str:
-    """Score every instance of `release` for every system and metric; returns the output folder."""
-    metrics = list(metrics or METRICS)
-    unknown = sorted(set(metrics) - set(ALL_METRICS))
+    """Score every instance of `release` for every system and metric; returns the output folder.
+
+    `metrics` names families or metrics of schemas.scoring.SELECTABLE (a metric of a multi-metric family
+    selects the whole family); "pairwise" adds A/B/tie votes between the systems (gold excluded) and a
+    Bradley-Terry fit (offline: the vote of the other selected families, the FRAME three by default)."""
+    selection = list(metrics or METRICS)
+    unknown = sorted(set(selection) - set(SELECTABLE))
     if unknown:
         raise FrameInputError(
-            "--metrics", f"unknown metric(s) {', '.join(unknown)} (known: {', '.join(ALL_METRICS)})"
+            "--metrics", f"unknown metric(s) {', '.join(unknown)} (known: {', '.join(SELECTABLE)})"
         )
+    families = families_for(selection)
+    pairwise = PAIRWISE in selection
+    if pairwise and not families:
+        families = list(METRICS)  # the offline pairwise judge votes with these
     logger = get_run_logger()
     rel = Path(release).resolve()
     instances, _ = load_release_inputs(rel)
     for s in systems:
         if s != GOLD:
             check_system(s, llm)
+    contenders = [s for s in systems if s != GOLD]
+    if pairwise and len(contenders) < 2:
+        raise FrameInputError("--systems", "pairwise ranking needs at least two systems besides gold")
     llm_id = llm_identity(llm)
     gen_code, score_code = digest_paths(GENERATION_CODE), digest_paths(SCORING_CODE)
     # generations depend on S and G: key them on the bytes of the release tables that hold them
@@ -458,22 +618,60 @@ def score_release(
 
     uses_llm = settings.judge == "openai" or settings.tree == "llm" or settings.embedder != "minilm"
     judge_llm = llm_id if uses_llm else {}
-    futures = []
+    records = instances.to_dict("records")
+    n_llm_pairwise = len(records) if pairwise and settings.judge == "openai" else 0
+    n_scaffold = len(records) if "scaffold" in families else 0
     with _PROGRESS_LOCK:
-        PROGRESS.update(done=0, total=len(instances) * len(systems) * len(metrics))
-    for inst in instances.to_dict("records"):
+        PROGRESS.update(
+            done=0,
+            total=len(records) * len(systems) * len(families) + n_scaffold + n_llm_pairwise,
+        )
+
+    # the scaffold of each gold report first: one extraction per instance, reused by every system
+    scaffolds: dict[str, dict] = {}
+    if n_scaffold:
+        sc_futures = [
+            (
+                inst["instance_id"],
+                scaffold_task.submit(
+                    str(rel),
+                    inst["instance_id"],
+                    sha(gold[inst["instance_id"]]),
+                    settings,
+                    judge_llm,
+                    score_code,
+                    _gold=gold[inst["instance_id"]],
+                    _llm=llm,
+                ),
+            )
+            for inst in records
+        ]
+        for iid, fut in sc_futures:
+            scaffolds[iid] = fut.result()
+            _advance()
+
+    futures = []
+    for inst in records:
         iid = inst["instance_id"]
         g_sha = inst_grounding_sha(rel, str(inst["grounding_set_id"]))
+        context = {k: str(inst[k]) for k in ("category", "domain", "t_target")}
         for system in systems:
-            texts = {"gold": gold[iid], "generated": generated[system][iid]}
-            for metric in metrics:
-                # the key names exactly what the metric reads: Y and R' (structure, coverage) or R' and G
+            for family in families:
+                texts = {"gold": gold[iid], "generated": generated[system][iid]}
+                # the key names exactly what the family reads
                 texts_sha = {"generated": sha(texts["generated"])}
-                texts_sha.update(
-                    {"grounding": g_sha} if metric == "faithfulness" else {"gold": sha(texts["gold"])}
-                )
+                if family in ("faithfulness", "holistic"):
+                    texts_sha["grounding"] = g_sha
+                if family != "faithfulness":
+                    texts_sha["gold"] = sha(texts["gold"])
+                if family == "rubric":
+                    texts["sample"] = str(inst["sample_markdown"])
+                    texts_sha["sample"] = sha(texts["sample"])
+                    texts_sha["context"] = sha(json.dumps(context, sort_keys=True))
+                if family == "scaffold":
+                    texts_sha["scaffold"] = sha(json.dumps(scaffolds[iid], sort_keys=True))
                 fut = score_task.submit(
-                    metric,
+                    family,
                     str(rel),
                     iid,
                     system,
@@ -484,27 +682,106 @@ def score_release(
                     score_code,
                     _texts=texts,
                     _llm=llm,
+                    _context=context,
+                    _scaffold=scaffolds.get(iid) if family == "scaffold" else None,
                 )
-                futures.append((inst, system, metric, fut))
+                futures.append((inst, system, family, fut))
     results = []
     failures = []
-    for inst, system, metric, fut in futures:
+    for inst, system, family, fut in futures:
         fut.wait()
         _advance()
         if fut.state.is_completed():
-            results.append((inst, system, MetricResult.model_validate(fut.result())))
+            results.extend((inst, system, MetricResult.model_validate(r)) for r in fut.result())
         else:
             exc = fut.state.result(raise_on_failure=False)
             first = str(exc).splitlines()[0] if str(exc) else repr(exc)
-            failures.append(f"{inst['instance_id']} {system} {metric}: {first}")
+            failures.append(f"{inst['instance_id']} {system} {family}: {first}")
+    votes: list[dict] = []
+    if pairwise and not failures:
+        votes = _pairwise_votes(
+            rel, records, contenders, gold, generated, results, settings, judge_llm, score_code, llm, failures
+        )
     if failures:
         for f in failures:
             logger.error("failed: %s", f)
         raise RuntimeError(f"{len(failures)} score task(s) failed; first: {failures[0]} (rerun resumes)")
     out = Path(out_dir) if out_dir else scores_folder(rel)
-    write_outputs(out, rel, instances, results, systems, settings, gen_digest, score_code, llm_id, metrics)
+    write_outputs(
+        out,
+        rel,
+        instances,
+        results,
+        systems,
+        settings,
+        gen_digest,
+        score_code,
+        llm_id,
+        selection,
+        scaffolds=scaffolds,
+        votes=votes,
+        contenders=contenders,
+    )
     logger.info("scores written to %s", out)
     return str(out)
+
+
+def _pairwise_votes(
+    rel: Path,
+    records: list[dict],
+    contenders: list[str],
+    gold: dict[str, str],
+    generated: dict[str, dict[str, str]],
+    results: list[tuple[dict, str, MetricResult]],
+    settings: ScoreSettings,
+    judge_llm: dict,
+    score_code: str,
+    llm: LLMSettings | None,
+    failures: list[str],
+) -> list[dict]:
+    """A/B/tie votes for every pair of contenders on every instance, both display orders.
+
+    Offline: the vote of the computed metric families (no judge call, so no task). LLM: one cached task
+    per instance."""
+    from tasks.score.pairwise import OfflinePairwiseJudge, pairwise_instance
+
+    votes: list[dict] = []
+    if settings.judge != "openai":
+        from schemas.scoring import HOLISTIC_METRICS
+
+        values: dict[str, dict[str, dict[str, float | None]]] = {}
+        for inst, system, r in results:
+            if r.metric in HOLISTIC_METRICS:
+                continue  # the holistic proxy is the saturation baseline, not a voter
+            values.setdefault(inst["instance_id"], {}).setdefault(system, {})[r.metric] = r.value
+        for inst in records:
+            iid = inst["instance_id"]
+            judge = OfflinePairwiseJudge(values.get(iid, {}))
+            reports = {s: generated[s][iid] for s in contenders}
+            votes.extend(pairwise_instance(iid, contenders, gold[iid], reports, judge))
+        return votes
+    futs = []
+    for inst in records:
+        iid = inst["instance_id"]
+        texts = {"gold": gold[iid], **{s: generated[s][iid] for s in contenders}}
+        texts_sha = {k: sha(v) for k, v in texts.items()}
+        futs.append(
+            (
+                iid,
+                pairwise_task.submit(
+                    str(rel), iid, texts_sha, settings, judge_llm, score_code, _texts=texts, _llm=llm
+                ),
+            )
+        )
+    for iid, fut in futs:
+        fut.wait()
+        _advance()
+        if fut.state.is_completed():
+            votes.extend(fut.result())
+        else:
+            exc = fut.state.result(raise_on_failure=False)
+            failures.append(f"{iid} pairwise: {str(exc).splitlines()[0] if str(exc) else repr(exc)}")
+    return votes
 
 
 def inst_grounding_sha(release: Path, grounding_set_id: str) -> str:
@@ -553,6 +830,10 @@ def write_outputs(
     score_code: str,
     llm_id: dict,
     metrics: list[str],
+    *,
+    scaffolds: dict[str, dict] | None = None,
+    votes: list[dict] | None = None,
+    contenders: list[str] | None = None,
 ) -> None:
     from tasks.score.leaderboard import leaderboard, leaderboard_csv, leaderboard_markdown
     from tasks.score.plots import plot_metric_vs_buckets
@@ -591,6 +872,30 @@ def write_outputs(
     board = leaderboard(scores, seed=settings.seed, n_resamples=settings.bootstrap)
     atomic_write_text(out / "leaderboard.md", leaderboard_markdown(board))
     atomic_write_text(out / "leaderboard.csv", leaderboard_csv(board))
+    extra: dict[str, Any] = {}
+    if scaffolds:
+        rows = [
+            {
+                "instance_id": iid,
+                "extractor": sc.get("extractor", ""),
+                "facts": len(sc.get("facts", [])),
+                "questions": len(sc.get("questions", [])),
+                "attributes": sum(len(e.get("attributes", [])) for e in sc.get("entities", [])),
+                "scaffold_json": json.dumps(sc, sort_keys=True),
+            }
+            for iid, sc in sorted(scaffolds.items())
+        ]
+        atomic_write_bytes(out / "scaffolds.parquet", _parquet_bytes(rows, SCAFFOLDS_SCHEMA))
+        extra["scaffolds"] = len(rows)
+    if votes:
+        from tasks.score.pairwise import bradley_terry, bt_markdown
+
+        vdf = pd.DataFrame(votes)
+        atomic_write_bytes(out / "pairwise.parquet", _parquet_bytes(vdf.to_dict("records"), PAIRWISE_SCHEMA))
+        bt = bradley_terry(vdf, contenders, n_boot=min(settings.bootstrap, 1000), seed=settings.seed)
+        atomic_write_text(out / "bradley_terry.csv", bt.to_csv(index=False))
+        atomic_write_text(out / "bradley_terry.md", bt_markdown(bt))
+        extra["pairwise"] = {"votes": len(vdf), "judges": sorted(vdf["judge"].astype(str).unique())}
     features = instance_features(release, instances)
     plots = plot_metric_vs_buckets(scores, features, out / "plots")
     buf = io.StringIO()
@@ -606,6 +911,7 @@ def write_outputs(
         "scoring_code": score_code,
         "rows": {"scores": len(score_rows), "evidence": len(evidence_rows)},
         "plots": [p.name for p in plots],
+        **extra,
     }
     json.dump(manifest, buf, indent=2, sort_keys=True)
     atomic_write_text(out / "manifest.json", buf.getvalue() + "\n")

@@ -13,6 +13,16 @@ from pydantic import BaseModel, Field
 
 __all__ = [
     "ALL_METRICS",
+    "FAMILIES",
+    "FAMILY_OF",
+    "HOLISTIC_METRICS",
+    "METRIC_GROUP",
+    "PAIRWISE",
+    "RUBRIC_METRICS",
+    "SCAFFOLD_METRICS",
+    "SELECTABLE",
+    "families_for",
+    "metric_range",
     "LOWER_IS_BETTER",
     "METRICS",
     "Claim",
@@ -27,8 +37,79 @@ MetricName = Literal["structure", "coverage", "faithfulness"]
 METRICS: tuple[str, ...] = ("structure", "coverage", "faithfulness")  # FRAME's three (the default)
 # Further families (SPEC §5), chosen with `frame score --metrics`: table and text fidelity (paper 002).
 FIDELITY_METRICS: tuple[str, ...] = ("teds", "teds_s", "text_edit_distance")
-ALL_METRICS: tuple[str, ...] = METRICS + FIDELITY_METRICS
+# Semantic scaffold (paper 001 §4): one extraction from Y per instance, one judgment per system, all
+# eight values from that judgment. Main and supporting coverage are shown beside FPS, never replaced by it.
+SCAFFOLD_METRICS: tuple[str, ...] = (
+    "fps",
+    "qps",
+    "eps",
+    "fact_faithfulness",  # F: share of R' sentences supported by Y
+    "fact_coverage",  # FC: share of scaffold facts (main + supporting) inferable from R'
+    "question_coverage",  # QC: share of scaffold questions answerable from R'
+    "main_coverage",  # M_s / M_c
+    "supporting_coverage",  # S_s / S_c
+)
+# Hierarchical rubric (paper 003): total S (0-100, 0 when a G0 gate fails), G0 pass (1/0), G1 and G2 %.
+RUBRIC_METRICS: tuple[str, ...] = ("rubric", "rubric_g0", "rubric_g1", "rubric_g2")
+# Holistic direct scores 1-10 (paper 001 App. G.7): the saturation baseline.
+HOLISTIC_METRICS: tuple[str, ...] = (
+    "holistic_faithfulness",
+    "holistic_completeness",
+    "holistic_understandability",
+    "holistic_hallucination",  # absence of hallucination: 10 = none
+)
+# A family is computed by one task per instance x system ("unit") and yields all its metrics at once.
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "structure": ("structure",),
+    "coverage": ("coverage",),
+    "faithfulness": ("faithfulness",),
+    "tables": ("teds", "teds_s"),  # one Hungarian table matching gives both
+    "text_edit_distance": ("text_edit_distance",),
+    "scaffold": SCAFFOLD_METRICS,
+    "rubric": RUBRIC_METRICS,
+    "holistic": HOLISTIC_METRICS,
+}
+# Family of each metric name (a metric of a multi-metric family selects its whole family).
+FAMILY_OF: dict[str, str] = {m: f for f, ms in FAMILIES.items() for m in ms}
+# Pairwise A/B/tie votes + Bradley-Terry: per instance over all systems, not per (instance, system).
+PAIRWISE = "pairwise"
+ALL_METRICS: tuple[str, ...] = tuple(FAMILY_OF)
+SELECTABLE: tuple[str, ...] = tuple(dict.fromkeys((*FAMILIES, *ALL_METRICS, PAIRWISE)))
 LOWER_IS_BETTER: frozenset[str] = frozenset({"text_edit_distance"})
+# Value range of each metric (default (0, 1)): reports compare spreads relative to the range.
+METRIC_RANGE: dict[str, tuple[float, float]] = {
+    **{m: (0.0, 100.0) for m in ("rubric", "rubric_g1", "rubric_g2")},
+    **{m: (1.0, 10.0) for m in HOLISTIC_METRICS},
+}
+# Which family a metric reports under (for side-by-side tables).
+METRIC_GROUP: dict[str, str] = {
+    **{m: "frame" for m in METRICS},
+    **{m: "fidelity" for m in FIDELITY_METRICS},
+    **{m: "scaffold" for m in SCAFFOLD_METRICS},
+    **{m: "rubric" for m in RUBRIC_METRICS},
+    **{m: "holistic" for m in HOLISTIC_METRICS},
+}
+
+
+def metric_range(metric: str) -> tuple[float, float]:
+    return METRIC_RANGE.get(metric, (0.0, 1.0))
+
+
+def families_for(selection: list[str]) -> list[str]:
+    """Family units to compute for a `--metrics` selection (names of families or metrics), in order.
+
+    "pairwise" is not a unit (see PAIRWISE); unknown names raise ValueError."""
+    out: list[str] = []
+    for name in selection:
+        if name == PAIRWISE:
+            continue
+        fam = name if name in FAMILIES else FAMILY_OF.get(name)
+        if fam is None:
+            raise ValueError(name)
+        if fam not in out:
+            out.append(fam)
+    return out
+
 
 # Paper 000 App. B: "each unit records its type (entity, statistic, factual claim, etc.)".
 UNIT_TYPES: tuple[str, ...] = ("statistic", "entity", "event", "factual_claim", "finding", "method", "other")

@@ -117,7 +117,10 @@ def demo_release(tmp_path_factory) -> Path:
 
 
 SCORED_SYSTEMS = "gold,copy-sample,extractive"
-SCORED_METRICS = "structure,coverage,faithfulness"  # FRAME's three (fidelity: tests/test_score_fidelity.py)
+# every family: FRAME's three, table/text fidelity, semantic scaffold, rubric, holistic, pairwise + BT
+SCORED_METRICS = (
+    "structure,coverage,faithfulness,teds,teds_s,text_edit_distance,scaffold,rubric,holistic,pairwise"
+)
 SCORED_MAX_ITEMS = 100  # the default
 
 

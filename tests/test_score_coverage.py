@@ -296,14 +296,14 @@ def test_two_runs_are_identical(release, demo_scored):
     results = []
     for _ in range(2):
         judge = OfflineCoverageJudge(
-            make_embed_fn(CachedEmbedder(LocalMiniLM(), demo_scored["cache"])), "all-MiniLM-L6-v2"
+            make_embed_fn(CachedEmbedder(LocalMiniLM(), demo_scored["cache"])), LocalMiniLM.name
         )
         results.append(
             coverage(inst["target_markdown"], generated, judge, max_items=SCORED_MAX_ITEMS, seed=seed)
         )
     first, second = results
     assert first.model_dump() == second.model_dump()
-    assert first.judge == "offline:number-aware+all-MiniLM-L6-v2"
+    assert first.judge == "offline:number-aware+all-MiniLM-L6-v2@128"
     scores = pd.read_parquet(demo_scored["out"] / "scores.parquet")
     stored = scores[
         (scores.instance_id == inst["instance_id"])

@@ -106,7 +106,7 @@ def test_minilm_unit_vectors_and_semantics(minilm):
             "The telescope observed a transit",
         ]
     )
-    assert minilm.name == "all-MiniLM-L6-v2" and minilm.dim == 384
+    assert minilm.name == "all-MiniLM-L6-v2@128" and minilm.dim == 384
     for v in (a, b, c):
         assert v.shape == (384,) and v.dtype == np.float32
         assert np.linalg.norm(v) == pytest.approx(1.0, abs=1e-5)
@@ -143,7 +143,7 @@ def test_cached_minilm_roundtrip(minilm, tmp_path):
     assert wrapped.calls == 1
     np.testing.assert_array_equal(first, second)
     np.testing.assert_array_equal(first[0], first[2])
-    assert len(list((tmp_path / "embeddings" / "all-MiniLM-L6-v2").rglob("*.npy"))) == 2
+    assert len(list((tmp_path / "embeddings" / "all-MiniLM-L6-v2_128").rglob("*.npy"))) == 2
 
 
 def _tree(sections):

