@@ -836,7 +836,6 @@ def write_outputs(
     contenders: list[str] | None = None,
 ) -> None:
     from tasks.score.leaderboard import leaderboard, leaderboard_csv, leaderboard_markdown
-    from tasks.score.plots import plot_metric_vs_buckets
 
     score_rows, evidence_rows = [], []
     for inst, system, r in sorted(results, key=lambda x: (x[0]["instance_id"], x[1], x[2].metric)):
@@ -897,7 +896,7 @@ def write_outputs(
         atomic_write_text(out / "bradley_terry.md", bt_markdown(bt))
         extra["pairwise"] = {"votes": len(vdf), "judges": sorted(vdf["judge"].astype(str).unique())}
     features = instance_features(release, instances)
-    plots = plot_metric_vs_buckets(scores, features, out / "plots")
+    plots = _plots(scores, features, out / "plots")
     buf = io.StringIO()
     manifest = {
         "release": str(release),
@@ -915,6 +914,27 @@ def write_outputs(
     }
     json.dump(manifest, buf, indent=2, sort_keys=True)
     atomic_write_text(out / "manifest.json", buf.getvalue() + "\n")
+
+
+def _plots(scores: pd.DataFrame, features: pd.DataFrame, folder: Path) -> list[Path]:
+    """The bucket plots, redrawn only when their inputs or the plotting code changed (a rerun with
+    nothing new reuses them: drawing ~20 figures is the slowest part of writing the outputs)."""
+    from tasks.score.plots import plot_metric_vs_buckets
+
+    h = hashlib.sha256()
+    h.update(digest_paths(("tasks/score/plots.py", "tasks/score/leaderboard.py")).encode())
+    h.update(scores.sort_values(["instance_id", "system", "metric"]).to_csv(index=False).encode())
+    h.update(features.sort_values("instance_id").to_csv(index=False).encode())
+    stamp = folder / ".inputs.json"
+    try:
+        seen = json.loads(stamp.read_text(encoding="utf-8"))
+        if seen["sha256"] == h.hexdigest() and all((folder / n).is_file() for n in seen["files"]):
+            return [folder / n for n in seen["files"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    plots = plot_metric_vs_buckets(scores, features, folder)
+    atomic_write_text(stamp, json.dumps({"sha256": h.hexdigest(), "files": [p.name for p in plots]}) + "\n")
+    return plots
 
 
 def _file_sha(path: Path) -> str | None:
