@@ -97,6 +97,21 @@ GROUNDING_SHARE = 0.4  # share of the room kept for G when everything does not f
 # ======================================================================== truncation helpers
 
 
+def prompt_room(prompt: Any, settings: LLMSettings, role: str, texts: int, **blank: str) -> int:
+    """Tokens left for the texts of one request of `role`: the input budget minus the prompt rendered
+    with empty `blank` variables and the truncation note; at least MIN_TEXT_TOKENS per text, else a
+    one-line input error naming the settings."""
+    overhead = sum(count_tokens(m["content"]) for m in render(prompt, **blank))
+    room = input_budget(settings) - overhead - NOTE_ALLOWANCE
+    if room < texts * MIN_TEXT_TOKENS:
+        raise FrameInputError(
+            "llm.context_tokens",
+            f"context_tokens {settings.context_tokens} / max_output_tokens "
+            f"{settings.max_output_tokens} leave no room to send the reports to {role}",
+        )
+    return room
+
+
 def input_budget(settings: LLMSettings) -> int:
     """Tokens available for the rendered prompt: context minus the reply minus a framing reserve."""
     reserve = min(RESERVE_TOKENS, settings.context_tokens // 10)
@@ -346,18 +361,9 @@ class LLMHolisticJudge:
         return f"LLMHolisticJudge(model={self.settings.model!r})"
 
     def _room(self) -> int:
-        overhead = sum(
-            count_tokens(m["content"])
-            for m in render(self.prompt, gold_report="", grounding="", report="", input_note="")
+        return prompt_room(
+            self.prompt, self.settings, self.ROLE, 2, gold_report="", grounding="", report="", input_note=""
         )
-        room = input_budget(self.settings) - overhead - NOTE_ALLOWANCE
-        if room < 2 * MIN_TEXT_TOKENS:
-            raise FrameInputError(
-                "llm.context_tokens",
-                f"context_tokens {self.settings.context_tokens} / max_output_tokens "
-                f"{self.settings.max_output_tokens} leave no room to send the reports to {self.ROLE}",
-            )
-        return room
 
     def _inputs(
         self, gold: str, report: str, grounding: Sequence[GroundingDoc]

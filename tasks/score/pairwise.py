@@ -53,10 +53,9 @@ from pydantic import BaseModel, field_validator
 
 from schemas.config import LLMSettings
 from schemas.scoring import LOWER_IS_BETTER, metric_range
-from tasks.errors import FrameInputError
 from tasks.ground.tokens import count_tokens
 from tasks.llm.prompts import load_prompt, render
-from tasks.score.holistic import NOTE_ALLOWANCE, cut_to_tokens, input_budget, proportional_caps
+from tasks.score.holistic import cut_to_tokens, prompt_room, proportional_caps
 
 __all__ = [
     "BT_ALPHA",
@@ -100,7 +99,6 @@ BT_COLUMNS: tuple[str, ...] = (
     "ties",
     "games",
 )
-MIN_TEXT_TOKENS = 64
 
 
 # ======================================================================== offline vote
@@ -247,18 +245,9 @@ class LLMPairwiseJudge:
         return f"LLMPairwiseJudge(model={self.settings.model!r})"
 
     def _room(self) -> int:
-        overhead = sum(
-            count_tokens(m["content"])
-            for m in render(self.prompt, gold_report="", report_1="", report_2="", input_note="")
+        return prompt_room(
+            self.prompt, self.settings, self.ROLE, 3, gold_report="", report_1="", report_2="", input_note=""
         )
-        room = input_budget(self.settings) - overhead - NOTE_ALLOWANCE
-        if room < 3 * MIN_TEXT_TOKENS:
-            raise FrameInputError(
-                "llm.context_tokens",
-                f"context_tokens {self.settings.context_tokens} / max_output_tokens "
-                f"{self.settings.max_output_tokens} leave no room to send the reports to {self.ROLE}",
-            )
-        return room
 
     def compare(
         self, gold_markdown: str, report_1: str, report_2: str, *, systems: tuple[str, str] | None = None

@@ -1047,55 +1047,55 @@ def _share_decision(ok: int, n: int) -> Decision:
     return "pass" if share >= 0.9 else "partial" if share >= 0.5 else "fail"
 
 
-@_check("table_units")
-def check_table_units(report: str, ctx: RubricContext) -> Finding:
+def _numeric_tables_finding(
+    report: str, has: Callable[[_Doc, _Table], bool], what: str, ref: str, lacks: str, first_above: bool
+) -> Finding:
+    """Share of numeric tables for which `has` holds; evidence = the first table lacking it (else the first
+    table: its line above when `first_above`, its first line otherwise)."""
     doc = _parse(report)
     tables = _numeric_tables(doc)
     if not tables:
         return Finding("na", "", "", "no numeric table")
-    lacking = [t for t in tables if not _UNIT.search(" ".join((_table_text(doc, t), t.above, t.below)))]
+    lacking = [t for t in tables if not has(doc, t)]
     ok = len(tables) - len(lacking)
     decision = _share_decision(ok, len(tables))
-    why = f"{ok}/{len(tables)} numeric tables carry a unit or scale note"
+    why = f"{ok}/{len(tables)} numeric tables {what}"
     if lacking:
         t = lacking[0]
         return Finding(
-            decision,
-            _snip(doc.lines[t.start - 1]),
-            f"table {t.index} (line {t.start})",
-            why + f"; table {t.index} has none in its cells, header or the lines around it",
+            decision, _snip(doc.lines[t.start - 1]), ref.format(t=t), why + f"; table {t.index} {lacks}"
         )
     t = tables[0]
-    return Finding(
-        decision, _snip(t.above or doc.lines[t.start - 1]), f"table {t.index} (line {t.start})", why
+    shown = (t.above if first_above else "") or doc.lines[t.start - 1]
+    return Finding(decision, _snip(shown), ref.format(t=t), why)
+
+
+@_check("table_units")
+def check_table_units(report: str, ctx: RubricContext) -> Finding:
+    return _numeric_tables_finding(
+        report,
+        lambda doc, t: bool(_UNIT.search(" ".join((_table_text(doc, t), t.above, t.below)))),
+        "carry a unit or scale note",
+        "table {t.index} (line {t.start})",
+        "has none in its cells, header or the lines around it",
+        first_above=True,
     )
 
 
 @_check("table_periods")
 def check_table_periods(report: str, ctx: RubricContext) -> Finding:
-    doc = _parse(report)
-    tables = _numeric_tables(doc)
-    if not tables:
-        return Finding("na", "", "", "no numeric table")
-
-    def has_period(t: _Table) -> bool:
+    def has_period(doc: _Doc, t: _Table) -> bool:
         head = " ".join(_clean(c) for _, row in t.header_rows() for c in row)
         return bool(_PERIOD_CELL.search(head) or _PERIOD_CELL.search(_clean(t.above)))
 
-    lacking = [t for t in tables if not has_period(t)]
-    ok = len(tables) - len(lacking)
-    decision = _share_decision(ok, len(tables))
-    why = f"{ok}/{len(tables)} numeric tables name their periods in the header (or the line above)"
-    if lacking:
-        t = lacking[0]
-        return Finding(
-            decision,
-            _snip(doc.lines[t.start - 1]),
-            f"table {t.index} header (line {t.start})",
-            why + f"; table {t.index} names no period",
-        )
-    t = tables[0]
-    return Finding(decision, _snip(doc.lines[t.start - 1]), f"table {t.index} header (line {t.start})", why)
+    return _numeric_tables_finding(
+        report,
+        has_period,
+        "name their periods in the header (or the line above)",
+        "table {t.index} header (line {t.start})",
+        "names no period",
+        first_above=False,
+    )
 
 
 _GENERIC_LABELS = frozenset(
