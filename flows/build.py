@@ -249,7 +249,10 @@ def report_row(domain: dict, snap: dict) -> dict:
 
 def config_digest(cfg: FrameConfig) -> str:
     """What was built and how; where the data folder lives is not part of a release's identity."""
-    return hashlib.sha256(cfg.model_dump_json(exclude={"build": {"data_dir"}}).encode()).hexdigest()
+    # Nor are where tasks run ([run]) and the price table: they never change what is built.
+    return hashlib.sha256(
+        cfg.model_dump_json(exclude={"build": {"data_dir"}, "run": True, "prices": True}).encode()
+    ).hexdigest()
 
 
 @flow(name="build", log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=2))
@@ -266,7 +269,8 @@ def build(cfg: FrameConfig, domains: list[str], refresh: list[str] | None = None
         # own caches and write the files again.
         run = mine or not _outputs_present(cfg, name)
         t = build_domain_task.with_options(refresh_cache=True) if run else build_domain_task
-        futures[name] = t.submit(cfg, name, mine, code, digest, llm)
+        # Keyed on this domain's slice of the config: a change to another domain leaves it cached.
+        futures[name] = t.submit(cfg.for_domain(name), name, mine, code, digest, llm)
     results = []
     for name, fut in futures.items():
         fut.wait()
@@ -279,6 +283,13 @@ def build(cfg: FrameConfig, domains: list[str], refresh: list[str] | None = None
             msg = str(exc).splitlines()[0] if isinstance(exc, Exception) and str(exc) else str(state)
             results.append({"status": "failed", "domain": name, "category": domain.category, "error": msg})
     return results
+
+
+def run_build(cfg: FrameConfig, domains: list[str], refresh: list[str] | None = None) -> list[dict]:
+    """The build flow on the task runner that `[run]` selects (threads, or a Dask cluster)."""
+    from flows.runners import make_task_runner
+
+    return build.with_options(task_runner=make_task_runner(cfg))(cfg, domains, refresh)
 
 
 def clear_folder(path: Path) -> None:

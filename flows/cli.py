@@ -150,7 +150,7 @@ def _prefect_session(cfg) -> None:
 
     from flows.settings import configure_prefect, route_prefect_console
 
-    configure_prefect(cfg.build.data_dir)
+    configure_prefect(cfg.build.data_dir, cfg.run.result_storage)
     import flows.build  # noqa: F401  (imports Prefect, which sets up the logging re-routed below)
 
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -198,7 +198,7 @@ def _run_build_with_progress(cfg, names: list[str], refresh: list[str]) -> list[
     """Run the build flow; the bar counts gold reports as they are written."""
     import time
 
-    from flows.build import build
+    from flows.build import run_build
 
     total = sum(len(cfg.domain(n).snapshots) for n in names)
     reports = cfg.build.data_dir / "reports"
@@ -214,7 +214,7 @@ def _run_build_with_progress(cfg, names: list[str], refresh: list[str]) -> list[
         )
         return done, total
 
-    return _run_with_bar("build", "snapshots", lambda: build(cfg, names, refresh), poll)  # type: ignore[return-value]
+    return _run_with_bar("build", "snapshots", lambda: run_build(cfg, names, refresh), poll)  # type: ignore[return-value]
 
 
 @app.command("build")

@@ -12,11 +12,13 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
-def configure_prefect(data_dir: Path | None = None) -> None:
+def configure_prefect(data_dir: Path | None = None, result_storage: Path | None = None) -> None:
     data_dir = Path(data_dir or PROJECT_ROOT / "data").resolve()
     # Keep Prefect's SQLite database and results inside the project, not in the home folder.
     os.environ.setdefault("PREFECT_HOME", str(PROJECT_ROOT / ".prefect"))
-    os.environ.setdefault("PREFECT_LOCAL_STORAGE_PATH", str(data_dir / "cache" / "prefect-results"))
+    # Dask workers inherit this at start: every worker reads and writes the same results.
+    results = Path(result_storage) if result_storage else data_dir / "cache" / "prefect-results"
+    os.environ.setdefault("PREFECT_LOCAL_STORAGE_PATH", str(results))
     os.environ.setdefault("PREFECT_RESULTS_PERSIST_BY_DEFAULT", "true")
     # Analytics off: offline it only produces a noisy "database is locked" traceback.
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")

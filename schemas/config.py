@@ -20,11 +20,12 @@ Category = Literal["financial_quarterly", "financial_annual", "academic_simple",
 Form = Literal["10-Q", "10-K"]
 
 # Names end up in paths and ids: keep them to a safe slug so nothing can escape the data folder.
-SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,80}$")
+# fullmatch, not match + "$": "$" also matches before a trailing newline.
+SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,80}", re.ASCII)
 
 
 def _slug(value: str, what: str) -> str:
-    if not SLUG.match(value) or ".." in value:
+    if not SLUG.fullmatch(value) or ".." in value:
         raise ValueError(f"{what} must be letters, digits, '.', '_' or '-' (got {value!r})")
     return value
 
@@ -41,6 +42,10 @@ class EdgarDomain(_Strict):
     cik: str | None = None
     form: Form
     periods: list[dt.date] = Field(min_length=1, description="period-end dates of the snapshots, ascending")
+    discover: bool = Field(
+        default=False,
+        description="`frame refresh` appends newer periods of this form found at the source",
+    )
 
     @field_validator("name")
     @classmethod
@@ -50,7 +55,7 @@ class EdgarDomain(_Strict):
     @field_validator("ticker")
     @classmethod
     def _ticker(cls, v: str) -> str:
-        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9.\-]{0,9}", v):
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9.\-]{0,9}", v, re.ASCII) or ".." in v:
             raise ValueError(f"ticker must be 1-10 letters/digits (got {v!r})")
         return v.upper()
 
@@ -59,7 +64,7 @@ class EdgarDomain(_Strict):
     def _cik(cls, v: str | None) -> str | None:
         if v is None:
             return v
-        if not re.fullmatch(r"\d{1,10}", v):
+        if not re.fullmatch(r"[0-9]{1,10}", v):
             raise ValueError(f"cik must be up to 10 digits (got {v!r})")
         return v.zfill(10)
 
@@ -102,6 +107,12 @@ class ArxivDomain(_Strict):
     query: str = Field(min_length=1, description="arXiv API search query for live builds")
     papers_per_window: int = Field(ge=1, le=50)
     windows: list[ArxivWindow] = Field(min_length=1)
+    window_months: int | None = Field(
+        default=None,
+        ge=1,
+        le=24,
+        description="`frame refresh` appends consecutive windows of this many months once they have ended",
+    )
 
     @field_validator("name", "topic")
     @classmethod
@@ -191,9 +202,47 @@ class BuildSettings(_Strict):
     data_dir: Path = Path("data")
 
 
+class RunSettings(_Strict):
+    """Where tasks run and how builds share a data folder. Not part of a release's identity:
+    the same config on threads or on a Dask cluster gives the same release.
+    FRAME_TASK_RUNNER / FRAME_DASK_ADDRESS override."""
+
+    task_runner: Literal["thread", "dask"] = "thread"
+    max_workers: int = Field(default=2, ge=1, le=256, description="threads of the thread runner")
+    dask_address: str | None = Field(
+        default=None, description="scheduler address (tcp://host:8786); none = a local cluster"
+    )
+    dask_workers: int = Field(default=2, ge=1, le=256, description="workers of the local cluster")
+    result_storage: Path | None = Field(
+        default=None,
+        description="task results shared by all workers (default <data_dir>/cache/prefect-results)",
+    )
+    lock_timeout_s: float = Field(
+        default=3600.0, ge=0, description="how long a build waits for another build on the same data folder"
+    )
+
+    def resolved(self) -> RunSettings:
+        env = {
+            "task_runner": os.environ.get("FRAME_TASK_RUNNER"),
+            "dask_address": os.environ.get("FRAME_DASK_ADDRESS"),
+        }
+        update = {k: v for k, v in env.items() if v}
+        return self.model_validate({**self.model_dump(), **update}) if update else self
+
+
+class ModelPrice(_Strict):
+    """USD per million tokens (for the build's cost estimate)."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+
 class FrameConfig(_Strict):
     build: BuildSettings = BuildSettings()
     llm: LLMSettings = LLMSettings()
+    run: RunSettings = RunSettings()
+    # model name -> price; estimates only, so it lives outside [llm] (whose fields key the caches).
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
     source: SourceConfig
     domains: list[Domain] = Field(min_length=1)
 
@@ -210,6 +259,15 @@ class FrameConfig(_Strict):
             if d.name == name:
                 return d
         raise ConfigError("domains", f"no domain named {name!r}")
+
+    def for_domain(self, name: str) -> FrameConfig:
+        """The config as one domain's steps see it: that domain only, default run settings and
+        prices. Cache keys built from it change only when something that domain depends on does,
+        so adding a snapshot to one domain (a refresh) leaves every other domain's cache valid."""
+        return self.model_copy(update={"domains": [self.domain(name)], "run": RunSettings(), "prices": {}})
+
+    def with_domains(self, domains: list[EdgarDomain | ArxivDomain]) -> FrameConfig:
+        return FrameConfig.model_validate({**self.model_dump(), "domains": [d.model_dump() for d in domains]})
 
 
 def _field_path(loc: tuple) -> str:
@@ -247,4 +305,8 @@ def load_config(path: str | Path) -> FrameConfig:
         updates["build"] = cfg.build.model_copy(update={"data_dir": (base / cfg.build.data_dir).resolve()})
     if cfg.source.mirror is not None and not cfg.source.mirror.is_absolute():
         updates["source"] = cfg.source.model_copy(update={"mirror": (base / cfg.source.mirror).resolve()})
+    if cfg.run.result_storage is not None and not cfg.run.result_storage.is_absolute():
+        updates["run"] = cfg.run.model_copy(
+            update={"result_storage": (base / cfg.run.result_storage).resolve()}
+        )
     return cfg.model_copy(update=updates) if updates else cfg
