@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import time
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
@@ -18,6 +19,8 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.transactions import CommitMode, transaction
 
 from flows.ground import CACHE, code_version, ground_snapshot, mirror_digest
+from flows.observe import StepRecorder, finish_run, markdown_table, start_run
+from flows.results import sweep_interrupted
 from flows.steps import STEPS, SYNTH_STEPS, refresh_keys  # noqa: F401  (re-exported)
 from schemas.config import EdgarDomain, FrameConfig, LLMSettings
 from schemas.structure import ReportStructure, structure_json
@@ -156,8 +159,11 @@ def _build_domain(
     cache_dir = str(_llm_cache_dir(cfg))
     kind = "edgar" if isinstance(domain, EdgarDomain) else "arxiv"
 
+    recorder = StepRecorder(cfg.build.data_dir, domain.name)
+
     def step(t, name: str, snapshot: str):
-        return t.with_options(refresh_cache=f"{domain.name}|{snapshot}|{name}" in refresh)
+        t = t.with_options(refresh_cache=f"{domain.name}|{snapshot}|{name}" in refresh)
+        return lambda *args: recorder.call(t, name, snapshot, *args)
 
     prev: ReportStructure | None = None
     snapshots = []
@@ -169,6 +175,7 @@ def _build_domain(
             code,
             digest,
             refresh=[k.split("|")[2] for k in refresh if k.startswith(f"{domain.name}|{snap}|")],
+            recorder=recorder,
         )
         ctx = {"domain": domain.name, "snapshot": snap, "category": domain.category, "source_kind": kind}
         structure = step(structure_task, "structure", snap)(
@@ -259,6 +266,9 @@ def config_digest(cfg: FrameConfig) -> str:
 def build(cfg: FrameConfig, domains: list[str], refresh: list[str] | None = None) -> list[dict]:
     """Build every domain (in parallel); returns one result per domain: ok with its data, or failed."""
     refresh = refresh or []
+    started = time.perf_counter()
+    sweep_interrupted(cfg.build.data_dir, cfg.run.result_storage)  # a killed build's temp files
+    start_run(cfg.build.data_dir)
     code = code_version("tasks", "schemas", "prompts")
     digest = mirror_digest(cfg)
     llm = cfg.llm.resolved()
@@ -277,12 +287,47 @@ def build(cfg: FrameConfig, domains: list[str], refresh: list[str] | None = None
         state = fut.state
         domain = cfg.domain(name)
         if state.is_completed():
-            results.append({"status": "ok", **fut.result()})
+            results.append({"status": "ok", "cached": state.name == "Cached", **fut.result()})
         else:
             exc = state.result(raise_on_failure=False)
             msg = str(exc).splitlines()[0] if isinstance(exc, Exception) and str(exc) else str(state)
             results.append({"status": "failed", "domain": name, "category": domain.category, "error": msg})
+    summary = finish_run(
+        cfg.build.data_dir,
+        results,
+        kind="rerun" if refresh else "build",
+        model=llm.model if llm.backend == "openai" else "offline",
+        backend=llm.backend,
+        prices=cfg.prices,
+        wall_s=time.perf_counter() - started,
+    )
+    t = summary["totals"]
+    get_run_logger().info(
+        "build %s in %.1f s: %d step(s) ran, %d cached, %d failed; %d LLM call(s), %d token(s)",
+        summary["status"],
+        summary["wall_s"],
+        t["steps_ran"],
+        t["steps_cached"],
+        t["steps_failed"],
+        t["llm_calls"],
+        t["prompt_tokens"] + t["completion_tokens"],
+    )
+    _publish_artifact(summary)
     return results
+
+
+def _publish_artifact(summary: dict) -> None:
+    """The build's figures as a Prefect Markdown artifact (shown in the UI with the flow run)."""
+    from prefect.artifacts import create_markdown_artifact
+
+    try:
+        create_markdown_artifact(
+            markdown=markdown_table(summary),
+            key="frame-build",
+            description=f"frame {summary['kind']}: steps, cache hits, tokens, cost",
+        )
+    except Exception as exc:  # an artifact is a report, never a reason to fail the build
+        get_run_logger().warning("could not create the build artifact: %s", exc)
 
 
 def run_build(cfg: FrameConfig, domains: list[str], refresh: list[str] | None = None) -> list[dict]:

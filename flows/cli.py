@@ -236,25 +236,25 @@ def build_cmd(
     except FrameInputError as exc:
         _fail(exc)
     _prefect_session(cfg)
-    results = _run_build_with_progress(cfg, names, [])
-    failed = [r for r in results if r["status"] != "ok"]
-    for r in failed:
+    from flows.release import build_and_publish
+
+    try:
+        out = build_and_publish(
+            cfg, names, release, version, allow_partial=allow_partial, runner=_run_build_with_progress
+        )
+    except FrameInputError as exc:
+        _fail(exc)
+    for r in out["failed"]:
         print(f"frame: error: domain {r['domain']}: {r['error']}", file=sys.stderr)
-    if failed and not allow_partial:
+    if out["path"] is None:
         print(
-            f"frame: error: release not written: {len(failed)} domain(s) failed (use --allow-partial)",
+            f"frame: error: release not written: {len(out['failed'])} domain(s) failed (use --allow-partial)",
             file=sys.stderr,
         )
         raise typer.Exit(1)
-    from flows.release import publish
-
-    try:
-        path, stats = publish(cfg, results, release, version)
-    except FrameInputError as exc:
-        _fail(exc)
-    _print_stats(stats)
-    print(f"release: {path}")
-    if failed:
+    _print_stats(out["stats"])
+    print(f"release: {out['path']}")
+    if out["failed"]:
         raise typer.Exit(1)
 
 
@@ -284,13 +284,166 @@ def rerun_cmd(
         _fail(exc)
     keys = refresh_keys(dom, snapshot, step)
     _prefect_session(cfg)
-    results = _run_build_with_progress(cfg, [dom.name], keys)
+    from tasks.locks import data_folder_lock
+
+    try:
+        with data_folder_lock(cfg.build.data_dir, cfg.run.lock_timeout_s):
+            results = _run_build_with_progress(cfg, [dom.name], keys)
+    except FrameInputError as exc:
+        _fail(exc)
     r = results[0]
     if r["status"] != "ok":
         print(f"frame: error: domain {r['domain']}: {r['error']}", file=sys.stderr)
         raise typer.Exit(1)
     steps = ", ".join("/".join(k.split("|")[1:]) for k in keys)
     print(f"recomputed {dom.name}: {steps}")
+
+
+@app.command("refresh")
+def refresh_cmd(
+    config: Annotated[Path, typer.Option("--config", help="TOML build config")],
+    release: Annotated[str, typer.Option("--release", help="release name")],
+    only: Annotated[
+        list[str] | None, typer.Option("--only", help="discover new snapshots of these sources: edgar, arxiv")
+    ] = None,
+    bump: Annotated[str, typer.Option("--bump", help="version part to bump: major|minor|patch")] = "minor",
+    today: Annotated[
+        str | None, typer.Option("--today", help="YYYY-MM-DD: the date discovery treats as today")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="print the plan, build nothing")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+) -> None:
+    """Build only the snapshots newer than the latest release of NAME; write the next version."""
+    import datetime as dt
+
+    from schemas.config import load_config
+
+    try:
+        cfg = load_config(config)
+        if bump not in ("major", "minor", "patch"):
+            raise FrameInputError("--bump", f"must be major, minor or patch (got {bump!r})")
+        try:
+            day = dt.date.fromisoformat(today) if today else None
+        except ValueError:
+            raise FrameInputError("--today", f"not a YYYY-MM-DD date: {today!r}") from None
+        from flows.refresh import format_summary, plan_refresh, refresh_release, summary_json
+
+        if dry_run:
+            plan = plan_refresh(cfg, release, kinds=only, today=day, bump=bump)
+            print(
+                json.dumps(
+                    {"version": plan.version, "new_snapshots": plan.new, "up_to_date": plan.up_to_date}
+                )
+            )
+            return
+        _prefect_session(cfg)
+        summary = refresh_release(
+            cfg, release, kinds=only, today=day, bump=bump, runner=_run_build_with_progress
+        )
+    except FrameInputError as exc:
+        _fail(exc)
+    for f in summary.get("failed") or []:
+        print(f"frame: error: domain {f['domain']}: {f['error']}", file=sys.stderr)
+    if summary.get("stats"):
+        _print_stats(summary["stats"])
+    print(summary_json(summary) if as_json else format_summary(summary))
+    if summary["status"] == "failed":
+        print(
+            "frame: error: release not written: a domain failed (the finished steps stay cached)",
+            file=sys.stderr,
+        )
+        raise typer.Exit(1)
+
+
+@app.command("status")
+def status_cmd(
+    config: Annotated[
+        Path | None, typer.Option("--config", help="TOML build config (its data folder)")
+    ] = None,
+    data: Annotated[Path | None, typer.Option("--data", help="data folder (default: data)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """The last build's steps: status, wall time, cache hits, LLM calls, tokens, cost; what failed."""
+    from flows.observe import latest_run
+
+    try:
+        if config is not None:
+            from schemas.config import load_config
+
+            data_dir = load_config(config).build.data_dir
+        else:
+            data_dir = data or Path("data")
+    except FrameInputError as exc:
+        _fail(exc)
+    run = latest_run(data_dir)
+    if run is None:
+        print(f"frame: error: {data_dir}: no build has run in this data folder yet", file=sys.stderr)
+        raise typer.Exit(1)
+    if as_json:
+        print(json.dumps(run, indent=1, sort_keys=True))
+        return
+    out = Console()
+    if "in_progress" in run:
+        p = run["in_progress"]
+        out.print(
+            f"[yellow]a build started {p['started_at']} (pid {p['pid']}) is running or was interrupted: "
+            f"{len(p['steps'])} step(s) logged[/]"
+        )
+    if "steps" not in run:
+        return
+    t = run["totals"]
+    out.print(
+        f"last {run['kind']} [bold]{run['status']}[/] at {run['finished_at']}, {run['wall_s']:.1f} s; "
+        f"backend {run['backend']} ({run['model']}); steps ran {t['steps_ran']}, cached {t['steps_cached']}, "
+        f"failed {t['steps_failed']}; LLM calls {t['llm_calls']} (cache hits {t['llm_cache_hits']}), "
+        f"tokens {t['prompt_tokens'] + t['completion_tokens']:,}, cost "
+        + ("n/a" if t["cost_usd"] is None else f"${t['cost_usd']:.4f}")
+    )
+    table = Table()
+    for col in ("domain", "snapshot", "step", "status", "wall s", "LLM calls", "hits", "tokens", "cost"):
+        table.add_column(
+            col, justify="right" if col in ("wall s", "LLM calls", "hits", "tokens", "cost") else "left"
+        )
+    colour = {"ran": "green", "cached": "dim", "failed": "red"}
+    for s in run["steps"]:
+        table.add_row(
+            s["domain"],
+            s["snapshot"],
+            s["step"],
+            f"[{colour.get(s['status'], 'white')}]{s['status']}[/]",
+            f"{s['wall_s']:.2f}",
+            str(s["llm_calls"]),
+            str(s["llm_cache_hits"]),
+            f"{s['prompt_tokens'] + s['completion_tokens']:,}",
+            "n/a" if s["cost_usd"] is None else f"${s['cost_usd']:.4f}",
+        )
+    out.print(table)
+    for d in run["domains"]:
+        if d["status"] != "ok":
+            out.print(f"[red]failed[/] {d['domain']}: {d['error']}")
+    for s in run["steps"]:
+        if s["status"] == "failed":
+            out.print(f"[red]failed step[/] {s['domain']} {s['snapshot']} {s['step']}: {s['error']}")
+
+
+@app.command("serve")
+def serve_cmd(
+    config: Annotated[Path, typer.Option("--config", help="TOML build config")],
+    release: Annotated[str, typer.Option("--release", help="release name the schedules refresh")],
+) -> None:
+    """Serve the scheduled refresh deployments (quarterly filings, monthly arXiv) from this process."""
+    from schemas.config import load_config
+
+    try:
+        cfg = load_config(config)
+    except FrameInputError as exc:
+        _fail(exc)
+    from flows.settings import configure_prefect
+
+    configure_prefect(cfg.build.data_dir, cfg.run.result_storage)
+    from flows.deploy import serve
+
+    serve(str(config.resolve()), release)
 
 
 @release_app.command("verify")

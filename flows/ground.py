@@ -106,15 +106,22 @@ def ground_snapshot(
     code: str,
     source_digest: str,
     refresh: list[str] | tuple[str, ...] = (),
+    recorder=None,
 ) -> dict:
     """fetch -> clean -> split -> convert for one snapshot; writes data/grounding/<domain>/<snapshot>/.
 
-    `refresh` names steps to recompute even when cached (`frame rerun`)."""
+    `refresh` names steps to recompute even when cached (`frame rerun`); `recorder` (a
+    `flows.observe.StepRecorder`) logs each step's time, cache hit and cost."""
 
     def step(t, name: str):
-        return t.with_options(refresh_cache=True) if name in refresh else t
+        t = t.with_options(refresh_cache=True) if name in refresh else t
+        if recorder is None:
+            return t
+        return lambda *args: recorder.call(t, name, snapshot, *args)
 
-    raws = step(fetch_task, "fetch")(cfg, domain, snapshot, source_digest, code)
+    # Keyed on this snapshot alone: adding a later snapshot to the domain does not fetch this one again.
+    fcfg, fdomain = cfg.for_snapshot(domain.name, snapshot)
+    raws = step(fetch_task, "fetch")(fcfg, fdomain, snapshot, source_digest, code)
     parts: list[Grounded] = []
     for raw in raws:
         if isinstance(domain, EdgarDomain):

@@ -96,7 +96,11 @@ def release_tables(results: list[dict]) -> tuple[dict[str, list[dict]], list[dic
     return tables, source_list
 
 
-def publish(cfg: FrameConfig, results: list[dict], name: str, version: str) -> tuple[Path, list[dict]]:
+def publish(
+    cfg: FrameConfig, results: list[dict], name: str, version: str, previous: Path | None = None
+) -> tuple[Path, list[dict]]:
+    """Write release `name` `version`; with `previous` (a release folder) its card gets a "Changes"
+    section: `frame release diff previous new`."""
     tables, sources = release_tables(results)
     reports = {r["report_id"]: r for r in tables["reports"]}
     gsets: dict[str, list[dict]] = {}
@@ -116,14 +120,16 @@ def publish(cfg: FrameConfig, results: list[dict], name: str, version: str) -> t
         "sources": sources,
     }
     notes = {"limits": _limits(backends)}
-    path = write_release(
-        Path(cfg.build.data_dir) / "releases",
-        name,
-        version,
-        tables,
-        manifest,
-        lambda m: render_card(m, stats, notes),
-    )
+
+    def card(m, staged: Path) -> str:
+        if previous is None:
+            return render_card(m, stats, notes)
+        from tasks.release.diff import diff_releases, format_diff_markdown
+
+        changes = format_diff_markdown(diff_releases(previous, staged, b_manifest=m))
+        return render_card(m, stats, {**notes, "changes": changes})
+
+    path = write_release(Path(cfg.build.data_dir) / "releases", name, version, tables, manifest, card)
     return path, stats
 
 
@@ -137,3 +143,32 @@ def _limits(backends: list[tuple[str, str]]) -> list[str]:
         )
     limits.append("Snapshots are ordered in time but not always consecutive periods or windows.")
     return limits
+
+
+def build_and_publish(
+    cfg: FrameConfig,
+    names: list[str],
+    release: str,
+    version: str,
+    *,
+    allow_partial: bool = False,
+    refresh: list[str] | None = None,
+    runner=None,
+    previous: Path | None = None,
+) -> dict:
+    """Build `names` and write the release, holding the data folder's build lock throughout.
+
+    `runner(cfg, names, refresh) -> results` runs the build flow (default `flows.build.run_build`;
+    the CLI passes one that shows a progress bar). Returns {"results", "failed", "path", "stats"};
+    "path" is None when a domain failed and `allow_partial` is off (no release is written then).
+    """
+    from flows.build import run_build
+    from tasks.locks import data_folder_lock
+
+    with data_folder_lock(cfg.build.data_dir, cfg.run.lock_timeout_s):
+        results = (runner or run_build)(cfg, names, refresh or [])
+        failed = [r for r in results if r["status"] != "ok"]
+        if failed and not allow_partial:
+            return {"results": results, "failed": failed, "path": None, "stats": []}
+        path, stats = publish(cfg, results, release, version, previous=previous)
+    return {"results": results, "failed": failed, "path": path, "stats": stats}

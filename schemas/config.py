@@ -266,6 +266,18 @@ class FrameConfig(_Strict):
         so adding a snapshot to one domain (a refresh) leaves every other domain's cache valid."""
         return self.model_copy(update={"domains": [self.domain(name)], "run": RunSettings(), "prices": {}})
 
+    def for_snapshot(self, name: str, snapshot: str) -> tuple[FrameConfig, EdgarDomain | ArxivDomain]:
+        """The config and domain as one snapshot's fetch sees them (that snapshot only): a refresh that
+        adds a snapshot never fetches the earlier ones again."""
+        d = self.domain(name)
+        if isinstance(d, EdgarDomain):
+            one = d.model_copy(update={"periods": [dt.date.fromisoformat(snapshot)], "discover": False})
+        else:
+            one = d.model_copy(
+                update={"windows": [w for w in d.windows if w.label == snapshot], "window_months": None}
+            )
+        return self.model_copy(update={"domains": [one], "run": RunSettings(), "prices": {}}), one
+
     def with_domains(self, domains: list[EdgarDomain | ArxivDomain]) -> FrameConfig:
         return FrameConfig.model_validate({**self.model_dump(), "domains": [d.model_dump() for d in domains]})
 

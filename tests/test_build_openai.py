@@ -497,3 +497,54 @@ def test_api_key_used_but_never_written(clean, broken):
     # The scan covered the LLM response cache, Prefect results, logs, the release and Prefect's db.
     for part in ("cache/llm", "cache/prefect-results", "logs/build-", "releases/oai", "prefect.db"):
         assert any(part in p.as_posix() for p in scanned), part
+
+
+# ------------------------------------------------------------------------------- refresh + costs
+
+W3 = '  {{ label = "W3", start = "2023-03-01", end = "2024-04-30" }},\n'
+PRICES = '\n[prices."{model}"]\ninput_per_mtok = 2.5\noutput_per_mtok = 10.0\n'
+
+
+def test_refresh_calls_the_llm_for_the_new_snapshot_only(clean):
+    """One arXiv window added to the config: `frame refresh` writes 1.1.0 and every LLM request it makes
+    is for that window; `frame status` accounts for each request, its tokens and its estimated cost."""
+    import inspect
+
+    text = CONFIG.replace(
+        '  {{ label = "W2", start = "2022-07-01", end = "2023-02-28" }},\n',
+        '  {{ label = "W2", start = "2022-07-01", end = "2023-02-28" }},\n' + W3,
+    ).format(data=clean.data, base_url=clean.server.base_url, model=MODEL, key_env=KEY_ENV, corpus=CORPUS)
+    cfg = clean.tmp / "openai-w3.toml"
+    cfg.write_text(text.replace("[source]", PRICES.format(model=MODEL) + "[source]"))
+    res = clean.run("refresh", ["refresh", "--config", str(cfg), "--release", RELEASE, "--json"])
+    assert res.returncode == 0, res.stderr[-3000:]
+    summary = json.JSONDecoder().raw_decode(res.stdout, res.stdout.index("{\n"))[0]
+    assert summary["status"] == "built" and summary["version"] == "1.1.0", summary
+    assert summary["new_snapshots"] == {ARXIV: ["W3"]}
+
+    calls = clean.calls("refresh")
+    assert calls and {(c.domain, c.snapshot) for c in calls} == {(ARXIV, "W3")}
+    assert {c.role for c in calls} == {"structure_restricted", "questions", "fill"}
+
+    status = clean.run("status", ["status", "--config", str(cfg), "--json"])
+    run = json.loads(status.stdout)
+    steps = {(s["domain"], s["snapshot"], s["step"]): s for s in run["steps"]}
+    ran = {k for k, s in steps.items() if s["status"] == "ran"}
+    assert {k[:2] for k in ran} == {(ARXIV, "W3")}, sorted(ran)
+    assert all(s["status"] == "cached" for k, s in steps.items() if k[:2] != (ARXIV, "W3"))
+    defaults = inspect.signature(chat_reply).parameters
+    p_tok, c_tok = defaults["prompt_tokens"].default, defaults["completion_tokens"].default
+    n = len(calls)
+    assert run["totals"]["llm_calls"] == n and run["totals"]["llm_cache_hits"] == 0
+    assert run["totals"]["prompt_tokens"] == n * p_tok and run["totals"]["completion_tokens"] == n * c_tok
+    assert run["totals"]["cost_usd"] == pytest.approx(n * (p_tok * 2.5 + c_tok * 10.0) / 1e6)
+    assert sum(s["llm_calls"] for s in steps.values() if s["step"] == "fill") == sum(
+        c.role == "fill" for c in calls
+    )
+    diff = clean.run(
+        "diff", ["release", "diff", str(clean.release), str(clean.release.parent / "1.1.0"), "--json"]
+    )
+    d = json.loads(diff.stdout)
+    assert d["tables"]["instances"]["added"] == [f"academic_simple/{ARXIV}/W2->W3"]
+    assert d["tables"]["instances"]["removed"] == [] and d["tables"]["instances"]["changed"] == 0
+    assert "## Changes" in (clean.release.parent / "1.1.0" / "README.md").read_text()

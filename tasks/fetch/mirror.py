@@ -45,15 +45,23 @@ def mirror_root(cfg: FrameConfig) -> Path:
 def read_manifest(manifest: Path, required: tuple[str, ...]) -> list[ManifestRow]:
     if not manifest.is_file():
         raise FrameInputError(manifest, "mirror manifest not found")
-    with manifest.open(newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        missing = [c for c in required if c not in (reader.fieldnames or [])]
-        if missing:
-            raise FrameInputError(manifest, f"manifest lacks column(s) {', '.join(missing)}")
-        # DictReader counts physical lines, so quoted fields with newlines keep the right line numbers.
-        return [
-            ManifestRow(manifest, reader.line_num, {k: (v or "") for k, v in row.items()}) for row in reader
-        ]
+    try:
+        with manifest.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            missing = [c for c in required if c not in (reader.fieldnames or [])]
+            if missing:
+                raise FrameInputError(manifest, f"manifest lacks column(s) {', '.join(missing)}")
+            # DictReader counts physical lines, so quoted fields with newlines keep the right line numbers.
+            return [
+                ManifestRow(manifest, reader.line_num, {k: (v or "") for k, v in row.items()})
+                for row in reader
+            ]
+    except UnicodeDecodeError as exc:
+        raise FrameInputError(
+            manifest, f"not a UTF-8 CSV file (undecodable byte at offset {exc.start})"
+        ) from None
+    except csv.Error as exc:
+        raise FrameInputError(manifest, f"not a valid CSV file ({str(exc).splitlines()[0]})") from None
 
 
 def _row_file(row: ManifestRow) -> Path:
@@ -84,19 +92,29 @@ def verified_bytes(row: ManifestRow) -> tuple[Path, bytes]:
     return path, data
 
 
-def mirror_edgar(cfg: FrameConfig, domain: EdgarDomain, snapshot: str) -> RawFile:
-    """Store the mirror's primary document for (ticker or CIK, form, period_end == snapshot)."""
-    manifest = mirror_root(cfg) / "edgar" / "MANIFEST.csv"
-    matches = []
-    for row in read_manifest(manifest, _EDGAR_COLUMNS):
+def edgar_manifest(cfg: FrameConfig) -> Path:
+    return mirror_root(cfg) / "edgar" / "MANIFEST.csv"
+
+
+def company_filings(cfg: FrameConfig, domain: EdgarDomain) -> list[ManifestRow]:
+    """The mirror's filings (no `meta:` side files) of the domain's form and company (ticker or CIK)."""
+    rows = []
+    for row in read_manifest(edgar_manifest(cfg), _EDGAR_COLUMNS):
         f = row.fields
-        if f["form"].startswith("meta:") or f["form"] != domain.form or f["period_end"] != snapshot:
+        if f["form"].startswith("meta:") or f["form"] != domain.form:
             continue
         same_company = f["ticker"].upper() == domain.ticker or (
             domain.cik is not None and f["cik"].strip().zfill(10) == domain.cik
         )
         if same_company:
-            matches.append(row)
+            rows.append(row)
+    return rows
+
+
+def mirror_edgar(cfg: FrameConfig, domain: EdgarDomain, snapshot: str) -> RawFile:
+    """Store the mirror's primary document for (ticker or CIK, form, period_end == snapshot)."""
+    manifest = edgar_manifest(cfg)
+    matches = [row for row in company_filings(cfg, domain) if row.fields["period_end"] == snapshot]
     what = f"ticker {domain.ticker}, form {domain.form}, period_end {snapshot}"
     if not matches:
         raise FrameInputError(manifest, f"no filing for {what}")
@@ -150,12 +168,19 @@ def in_window(first: dt.date, last: dt.date, window: ArxivWindow) -> bool:
     return first <= window.end and last >= window.start
 
 
-def mirror_arxiv(cfg: FrameConfig, domain: ArxivDomain, snapshot: str) -> list[RawFile]:
-    """Store the topic's papers first submitted in the window: by date then id, at most papers_per_window."""
-    window = find_window(domain, snapshot)
-    manifest = mirror_root(cfg) / "arxiv" / "MANIFEST.csv"
+def arxiv_manifest(cfg: FrameConfig) -> Path:
+    return mirror_root(cfg) / "arxiv" / "MANIFEST.csv"
+
+
+def read_arxiv_manifest(cfg: FrameConfig) -> list[ManifestRow]:
+    """The mirror's arXiv manifest rows (columns checked)."""
+    return read_manifest(arxiv_manifest(cfg), _ARXIV_COLUMNS)
+
+
+def select_papers(rows: list[ManifestRow], domain: ArxivDomain, window: ArxivWindow) -> list[ManifestRow]:
+    """The topic's rows first submitted in the window: by date then id, at most papers_per_window."""
     picked: list[tuple[dt.date, str, ManifestRow]] = []
-    for row in read_manifest(manifest, _ARXIV_COLUMNS):
+    for row in rows:
         if row.fields["topic"] != domain.topic:
             continue
         try:
@@ -165,7 +190,14 @@ def mirror_arxiv(cfg: FrameConfig, domain: ArxivDomain, snapshot: str) -> list[R
         if in_window(first, last, window):
             picked.append((first, row.fields["arxiv_id"], row))
     picked.sort(key=lambda item: (item[0], item[1]))
-    picked = picked[: domain.papers_per_window]
+    return [row for _, _, row in picked[: domain.papers_per_window]]
+
+
+def mirror_arxiv(cfg: FrameConfig, domain: ArxivDomain, snapshot: str) -> list[RawFile]:
+    """Store the topic's papers first submitted in the window: by date then id, at most papers_per_window."""
+    window = find_window(domain, snapshot)
+    manifest = arxiv_manifest(cfg)
+    picked = select_papers(read_arxiv_manifest(cfg), domain, window)
     if not picked:
         raise FrameInputError(
             manifest,
@@ -173,7 +205,8 @@ def mirror_arxiv(cfg: FrameConfig, domain: ArxivDomain, snapshot: str) -> list[R
             f"({window.start}..{window.end})",
         )
     out = []
-    for _, arxiv_id, row in picked:
+    for row in picked:
+        arxiv_id = row.fields["arxiv_id"]
         path, data = verified_bytes(row)
         out.append(
             store_raw(

@@ -23,6 +23,8 @@ All errors raised here are one line naming role, domain and snapshot.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import email.utils
 import json
 import logging
@@ -30,7 +32,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -113,6 +115,9 @@ class LLMStats:
             self.cache_hits += hits
             self.prompt_tokens += prompt
             self.completion_tokens += completion
+        meter = STEP_METER.get()
+        if meter is not None and meter is not self:
+            meter.add(calls, hits, prompt, completion)
 
     def as_dict(self) -> dict[str, int]:
         with self._lock:
@@ -125,6 +130,21 @@ class LLMStats:
 
     def __repr__(self) -> str:
         return f"LLMStats({self.as_dict()})"
+
+
+# What the step running in this context spent, whatever client it made (flows.observe sets it).
+STEP_METER: contextvars.ContextVar[LLMStats | None] = contextvars.ContextVar("frame_step_meter", default=None)
+
+
+@contextlib.contextmanager
+def metering() -> Iterator[LLMStats]:
+    """Count the LLM calls, cache hits and tokens of everything run inside the block."""
+    meter = LLMStats()
+    token = STEP_METER.set(meter)
+    try:
+        yield meter
+    finally:
+        STEP_METER.reset(token)
 
 
 # ------------------------------------------------------------------------- process-wide semaphores

@@ -59,7 +59,9 @@ def _keyed(
     return table, out
 
 
-def diff_releases(a: str | Path, b: str | Path) -> dict[str, Any]:
+def diff_releases(
+    a: str | Path, b: str | Path, *, b_manifest: ReleaseManifest | None = None
+) -> dict[str, Any]:
     """What changed from release folder `a` to release folder `b`.
 
     Returns {"a": {name, version, created_at, path}, "b": {...}, "tables_identical": bool,
@@ -67,9 +69,10 @@ def diff_releases(a: str | Path, b: str | Path) -> dict[str, Any]:
     "tables": {table: {rows_a, rows_b, added: [key], removed: [key], changed: int, changed_keys: [key],
     schema_changed: bool}}}. A key is the table's key columns joined by " | "; rows_* is None when the
     table is absent from that release. Keys appearing several times (facts) compare as multisets.
+    `b_manifest` stands in for `b`'s manifest.json (a release still being written has none yet).
     """
     fa, fb = Path(a), Path(b)
-    ma, mb = _manifest(fa), _manifest(fb)
+    ma, mb = _manifest(fa), b_manifest or _manifest(fb)
     da, db = ma.model_dump(mode="json"), mb.model_dump(mode="json")
     manifest_diff = {f: {"a": da[f], "b": db[f]} for f in MANIFEST_FIELDS if da[f] != db[f]}
 

@@ -38,6 +38,7 @@ from schemas.release import (
     schema_fingerprint,
 )
 from tasks.errors import FrameInputError
+from tasks.locks import release_lock
 from tasks.release.verify import check_integrity, duplicate_keys, release_files, sha256_file
 
 TableInput = pa.Table | list[dict[str, Any]]
@@ -275,9 +276,10 @@ def write_parquet(table: pa.Table, path: Path) -> None:
 
 
 def _check_slug(name: str, version: str) -> None:
-    if not isinstance(name, str) or not NAME.match(name):
+    # fullmatch, not match: the patterns end in "$", which also matches before a trailing newline.
+    if not isinstance(name, str) or not NAME.fullmatch(name):
         raise FrameInputError("release name", f"{name!r} is not a lowercase slug [a-z0-9._-] (max 64)")
-    if not isinstance(version, str) or not SEMVER.match(version):
+    if not isinstance(version, str) or not SEMVER.fullmatch(version):
         raise FrameInputError("release version", f"{version!r} is not semver X.Y.Z")
 
 
@@ -316,7 +318,11 @@ def _build(
             schema_fingerprint=schema_fingerprint(table.schema),
         )
     manifest = base.model_copy(update={"tables": entries, "files": dict(files)})
-    text = card(manifest) if callable(card) else card
+    # A two-argument card also gets the staged folder (e.g. to diff it against the previous release).
+    if callable(card):
+        text = card(manifest, folder) if _arity(card) >= 2 else card(manifest)
+    else:
+        text = card
     if not isinstance(text, str):
         raise FrameInputError("card_markdown", f"expected a str, got {type(text).__name__}")
     _write_bytes(folder / "README.md", text.encode("utf-8"))
@@ -325,6 +331,16 @@ def _build(
     _write_bytes(folder / "manifest.json", manifest.to_json().encode("utf-8"))
     _fsync(folder)
     return manifest
+
+
+def _arity(fn: Callable) -> int:
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return 1
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
 
 
 def _same_as_existing(target: Path, new: ReleaseManifest) -> Path:
@@ -376,6 +392,16 @@ def write_release(
     tmp.mkdir()
     try:
         manifest = _build(tmp, base, prepared, card_markdown)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    # Compare-then-rename under the version's lock: two writers of one version never interleave.
+    with release_lock(Path(releases_root), name, version):
+        return _place(tmp, target, parent, manifest)
+
+
+def _place(tmp: Path, target: Path, parent: Path, manifest: ReleaseManifest) -> Path:
+    try:
         if target.exists():
             return _same_as_existing(target, manifest)
         try:

@@ -1,0 +1,353 @@
+"""Snapshot discovery for `frame refresh`: which snapshots are newer than the latest release.
+
+- EDGAR domains with `discover = true`: newer period-end dates of the domain's form, from the mirror's
+  `edgar/MANIFEST.csv` (mirror mode) or the company's submissions JSON on data.sec.gov (live mode,
+  `filings.recent`, exact form match: amendments such as 10-Q/A are not new periods).
+- arXiv domains with `window_months`: consecutive windows after the last one, each starting the day
+  after the previous end and lasting `window_months` calendar months, appended while they have ended
+  before `today`; in mirror mode also only while the mirror holds a full window of papers.
+
+Snapshots already released (`known`) are kept even when they left the config. An arXiv window is a
+label plus dates, so a released label must either be a config window or one that discovery itself
+generates from the config's last window with the same `window_months` (labels `W<n>` or `YYYY-MM`,
+see `window_chain`); anything else raises ConfigError, since its dates cannot be reconstructed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import requests
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+from schemas.config import ArxivDomain, ArxivWindow, EdgarDomain, FrameConfig
+from schemas.release import SEMVER
+from tasks.errors import ConfigError, FrameInputError
+from tasks.fetch.edgar import SUBMISSIONS_URL, USER_AGENT_PROBLEM
+from tasks.fetch.mirror import company_filings, read_arxiv_manifest, select_papers
+
+# Live EDGAR retries (module level so tests can shorten the wait).
+HTTP_ATTEMPTS = 4
+HTTP_WAIT = wait_exponential(multiplier=0.5, max=4)
+HTTP_TIMEOUT_S = 60.0
+_TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+_W_LABEL = re.compile(r"W([1-9]\d*)")
+_MONTH_LABEL = re.compile(r"\d{4}-\d{2}(-\d{2})?")
+
+
+class DiscoveryHTTPError(FrameInputError):
+    """A discovery request failed: the message names the URL and the HTTP status (or the error)."""
+
+
+class _Transient(Exception):
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+        super().__init__(problem)
+
+
+# ---- entry point ------------------------------------------------------------------------------
+
+
+def discover_domain(
+    cfg: FrameConfig,
+    domain: EdgarDomain | ArxivDomain,
+    known: list[str],
+    today: dt.date,
+    *,
+    session: requests.Session | None = None,
+) -> EdgarDomain | ArxivDomain:
+    """The domain with snapshots = sorted union(domain's, `known`) + discovered ones newer than the last.
+
+    Domains without `discover` / `window_months` get only the union. The result is validated as the
+    same model. Raises ConfigError for a `known` snapshot that cannot be placed (not an ISO date for
+    EDGAR; an arXiv label that is neither a config window nor a reconstructible generated one).
+    """
+    if isinstance(domain, EdgarDomain):
+        return _discover_edgar(cfg, domain, known, session=session)
+    return _discover_arxiv(cfg, domain, known, today)
+
+
+# ---- EDGAR ------------------------------------------------------------------------------------
+
+
+def _discover_edgar(
+    cfg: FrameConfig, domain: EdgarDomain, known: list[str], *, session: requests.Session | None
+) -> EdgarDomain:
+    periods = set(domain.periods)
+    for snap in known:
+        try:
+            periods.add(dt.date.fromisoformat(snap))
+        except ValueError:
+            raise ConfigError(
+                f"domains.{domain.name}", f"released snapshot {snap!r} is not an ISO period-end date"
+            ) from None
+    last = max(periods)
+    if domain.discover:
+        if cfg.source.mode == "mirror":
+            found = mirror_edgar_periods(cfg, domain)
+        else:
+            found = live_edgar_periods(cfg, domain, session=session)
+        periods.update(p for p in found if p > last)
+    return EdgarDomain.model_validate({**domain.model_dump(), "periods": sorted(periods)})
+
+
+def mirror_edgar_periods(cfg: FrameConfig, domain: EdgarDomain) -> list[dt.date]:
+    """Distinct ascending period_end dates of the mirror's filings of this company and form."""
+    out: set[dt.date] = set()
+    for row in company_filings(cfg, domain):
+        try:
+            out.add(dt.date.fromisoformat(row.fields["period_end"].strip()))
+        except ValueError:
+            raise FrameInputError(
+                row.where, f"period_end {row.fields['period_end']!r} is not an ISO date"
+            ) from None
+    return sorted(out)
+
+
+def _domain_field(cfg: FrameConfig, domain: EdgarDomain | ArxivDomain, field: str) -> str:
+    for i, d in enumerate(cfg.domains):
+        if d.name == domain.name:
+            return f"domains[{i}].{field}"
+    return f"domains.{domain.name}.{field}"
+
+
+def live_edgar_periods(
+    cfg: FrameConfig, domain: EdgarDomain, *, session: requests.Session | None = None
+) -> list[dt.date]:
+    """Distinct ascending reportDate values of the company's filings with form == domain.form exactly,
+    from the submissions JSON's `filings.recent` (EDGAR's most recent >= 1000 filings / 1 year)."""
+    if domain.cik is None:
+        raise ConfigError(
+            _domain_field(cfg, domain, "cik"),
+            f"domain {domain.name}: the company's CIK is needed for discovery in live mode",
+        )
+    name, email = cfg.source.edgar.resolved()
+    if not name or not email:
+        raise ConfigError("source.edgar", USER_AGENT_PROBLEM)
+    url = SUBMISSIONS_URL.format(cik=domain.cik)
+    payload = get_json(url, headers={"User-Agent": f"{name} {email}"}, session=session)
+    try:
+        recent = payload["filings"]["recent"]
+        forms, dates = recent["form"], recent["reportDate"]
+        if len(forms) != len(dates):
+            raise ValueError("form and reportDate arrays differ in length")
+        out = {dt.date.fromisoformat(d) for f, d in zip(forms, dates, strict=True) if f == domain.form and d}
+    except (KeyError, TypeError, ValueError) as exc:
+        raise FrameInputError(url, f"unexpected submissions JSON ({exc.__class__.__name__}: {exc})") from None
+    return sorted(out)
+
+
+def get_json(url: str, *, headers: dict[str, str], session: requests.Session | None = None) -> dict:
+    """GET a JSON document, retrying connection errors, timeouts, 429 and 5xx (HTTP_ATTEMPTS tries).
+
+    Raises DiscoveryHTTPError (one line: URL, status or error) when it fails for good.
+    """
+    getter = session or requests
+
+    def once() -> dict:
+        try:
+            resp = getter.get(url, headers=headers, timeout=HTTP_TIMEOUT_S)
+        except (requests.ConnectionError, requests.Timeout) as exc:
+            raise _Transient(f"request failed ({exc.__class__.__name__})") from None
+        except requests.RequestException as exc:
+            raise DiscoveryHTTPError(url, f"request failed ({exc.__class__.__name__}: {exc})") from None
+        if resp.status_code in _TRANSIENT_STATUS:
+            raise _Transient(f"HTTP {resp.status_code}")
+        if resp.status_code != 200:
+            raise DiscoveryHTTPError(url, f"HTTP {resp.status_code} {resp.reason or ''}".rstrip())
+        try:
+            data = resp.json()
+        except ValueError:
+            raise DiscoveryHTTPError(url, "HTTP 200 but the body is not JSON") from None
+        if not isinstance(data, dict):
+            raise DiscoveryHTTPError(url, "HTTP 200 but the JSON is not an object")
+        return data
+
+    retrying = Retrying(
+        stop=stop_after_attempt(HTTP_ATTEMPTS),
+        wait=HTTP_WAIT,
+        retry=retry_if_exception(lambda e: isinstance(e, _Transient)),
+        reraise=True,
+    )
+    try:
+        return retrying(once)
+    except _Transient as exc:
+        raise DiscoveryHTTPError(url, f"{exc.problem} after {HTTP_ATTEMPTS} attempts") from None
+
+
+# ---- arXiv ------------------------------------------------------------------------------------
+
+
+def add_months(day: dt.date, months: int) -> dt.date:
+    """`day` moved by whole calendar months, clamped to the target month's last day."""
+    index = day.year * 12 + day.month - 1 + months
+    year, month = divmod(index, 12)
+    month += 1
+    nxt = dt.date(year + (month == 12), month % 12 + 1, 1)
+    return day.replace(year=year, month=month, day=min(day.day, (nxt - dt.timedelta(days=1)).day))
+
+
+def next_window(prev: ArxivWindow, months: int, label: str) -> ArxivWindow:
+    """The window starting the day after `prev` ends and lasting `months` months (end inclusive)."""
+    start = prev.end + dt.timedelta(days=1)
+    return ArxivWindow(label=label, start=start, end=add_months(start, months) - dt.timedelta(days=1))
+
+
+def window_chain(windows: list[ArxivWindow], months: int) -> Iterator[ArxivWindow]:
+    """Endless consecutive windows after the last of `windows`.
+
+    Labels: `W<n+1>`, `W<n+2>`, .. when every label of `windows` is `W<n>` (n = the highest number);
+    otherwise the start month `YYYY-MM`, or the start day `YYYY-MM-DD` if that month label is taken.
+    """
+    numbers = [_W_LABEL.fullmatch(w.label) for w in windows]
+    n = max(int(m.group(1)) for m in numbers) if all(numbers) else None
+    taken = {w.label for w in windows}
+    prev = windows[-1]
+    while True:
+        start = prev.end + dt.timedelta(days=1)
+        if n is not None:
+            n += 1
+            label = f"W{n}"
+        else:
+            label = f"{start:%Y-%m}"
+            if label in taken:
+                label = start.isoformat()
+        taken.add(label)
+        prev = next_window(prev, months, label)
+        yield prev
+
+
+def _reconstruct(domain: ArxivDomain, labels: set[str]) -> list[ArxivWindow]:
+    """The generated windows (see window_chain) carrying `labels`; ConfigError for a label that is not one."""
+    where = f"domains.{domain.name}"
+    if not labels:
+        return []
+
+    def fail(label: str) -> ConfigError:
+        why = (
+            "the domain has no window_months to regenerate it"
+            if domain.window_months is None
+            else f"it is not a window generated after {domain.windows[-1].label} every "
+            f"{domain.window_months} months"
+        )
+        return ConfigError(
+            where,
+            f"released window {label!r} is not in the config's windows and its dates cannot be "
+            f"reconstructed ({why}); add it to windows with its start and end",
+        )
+
+    if domain.window_months is None:
+        raise fail(sorted(labels)[0])
+    # How far the chain must run: the highest W number, and the latest date a label names.
+    max_n, max_date = 0, None
+    for label in sorted(labels):
+        if m := _W_LABEL.fullmatch(label):
+            max_n = max(max_n, int(m.group(1)))
+        elif _MONTH_LABEL.fullmatch(label):
+            try:
+                day = dt.date.fromisoformat(label if len(label) == 10 else label + "-01")
+            except ValueError:
+                raise fail(label) from None
+            max_date = day if max_date is None else max(max_date, day)
+        else:
+            raise fail(label)
+    wanted, found = set(labels), []
+    for steps, window in enumerate(window_chain(list(domain.windows), domain.window_months), start=1):
+        if window.label in wanted:
+            wanted.discard(window.label)
+            found.append(window)
+        if not wanted or (steps >= max_n and (max_date is None or window.start > max_date)):
+            break
+    if wanted:
+        raise fail(sorted(wanted)[0])
+    return found
+
+
+def _discover_arxiv(cfg: FrameConfig, domain: ArxivDomain, known: list[str], today: dt.date) -> ArxivDomain:
+    in_config = {w.label for w in domain.windows}
+    windows = list(domain.windows) + _reconstruct(domain, {k for k in known if k not in in_config})
+    windows.sort(key=lambda w: w.start)
+    if domain.window_months is not None:
+        rows = read_arxiv_manifest(cfg) if cfg.source.mode == "mirror" else None
+        # Continue the same chain as _reconstruct (from the config's last window) past the union's last.
+        last_end = windows[-1].end
+        for window in window_chain(list(domain.windows), domain.window_months):
+            if window.end <= last_end:
+                continue
+            if window.end >= today:
+                break
+            if rows is not None and len(select_papers(rows, domain, window)) < domain.papers_per_window:
+                break
+            windows.append(window)
+    dumped = [w.model_dump() for w in windows]
+    return ArxivDomain.model_validate({**domain.model_dump(), "windows": dumped})
+
+
+# ---- releases ---------------------------------------------------------------------------------
+
+
+def _semver_key(version: str) -> tuple:
+    m = SEMVER.match(version)
+    if m is None:
+        raise FrameInputError("release version", f"{version!r} is not semver X.Y.Z")
+    core = tuple(int(g) for g in m.groups()[:3])
+    pre = m.group(4)
+    if pre is None:
+        return (*core, 1, ())
+    # SemVer precedence: a pre-release sorts before its release; numeric identifiers before alphanumeric.
+    idents = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pre[1:].split("."))
+    return (*core, 0, idents)
+
+
+def latest_release(releases_dir: Path, name: str) -> Path | None:
+    """The highest-semver `releases_dir/name/<version>` folder holding a manifest.json, or None.
+
+    Hidden and temporary folders (`.tmp-..`) and names that are not semver are ignored.
+    """
+    base = Path(releases_dir) / name
+    if not base.is_dir():
+        return None
+    candidates = [
+        p
+        for p in base.iterdir()
+        if not p.name.startswith(".") and SEMVER.match(p.name) and (p / "manifest.json").is_file()
+    ]
+    return max(candidates, key=lambda p: _semver_key(p.name), default=None)
+
+
+def _natural(label: str) -> list:
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.findall(r"\d+|\D+", label)]
+
+
+def released_snapshots(release: Path) -> dict[str, list[str]]:
+    """domain -> its distinct snapshots in the release's reports.parquet (natural order: W2 before W10)."""
+    import pyarrow.parquet as pq
+
+    path = Path(release) / "reports.parquet"
+    if not path.is_file():
+        raise FrameInputError(path, "release has no reports.parquet")
+    try:
+        table = pq.read_table(path, columns=["domain", "snapshot"])
+    except (OSError, ValueError, KeyError) as exc:
+        raise FrameInputError(path, f"cannot read domain/snapshot columns ({exc})") from None
+    out: dict[str, set[str]] = {}
+    for domain, snapshot in zip(
+        table.column("domain").to_pylist(), table.column("snapshot").to_pylist(), strict=True
+    ):
+        out.setdefault(str(domain), set()).add(str(snapshot))
+    return {d: sorted(s, key=_natural) for d, s in sorted(out.items())}
+
+
+def next_version(version: str, bump: str = "minor") -> str:
+    """'0.1.0' -> '0.2.0' (minor), '0.1.1' (patch), '1.0.0' (major); a pre-release suffix is dropped."""
+    major, minor, patch = _semver_key(version)[:3]
+    if bump == "major":
+        return f"{major + 1}.0.0"
+    if bump == "minor":
+        return f"{major}.{minor + 1}.0"
+    if bump == "patch":
+        return f"{major}.{minor}.{patch + 1}"
+    raise FrameInputError("version bump", f"{bump!r} is not one of major, minor, patch")
