@@ -1,0 +1,143 @@
+"""flows/observe.py: step records (ran / cached / failed, metered LLM use), the run summary, the artifact."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from flows.observe import StepRecorder, cost_usd, finish_run, fold, latest_run, markdown_table, start_run
+from schemas.config import ModelPrice
+
+PRICES = {"m": ModelPrice(input_per_mtok=3.0, output_per_mtok=15.0)}
+
+
+def line(step: str, status: str, **kw) -> dict:
+    base = {"domain": "d", "snapshot": "t1", "step": step, "status": status, "wall_s": 1.0, "error": ""}
+    return (
+        base
+        | {"runs": 1, "llm_calls": 0, "llm_cache_hits": 0, "prompt_tokens": 0, "completion_tokens": 0}
+        | kw
+    )
+
+
+def test_fold_sums_calls_of_one_step_and_keeps_the_worst_status():
+    rows = [
+        line("convert", "cached"),
+        line("convert", "ran", llm_calls=2, prompt_tokens=10),
+        line("fetch", "cached"),
+        line("convert", "failed", error="boom"),
+    ]
+    out = fold(rows)
+    assert [r["step"] for r in out] == ["fetch", "convert"]  # pipeline order, not arrival order
+    conv = out[1]
+    assert (conv["status"], conv["error"], conv["runs"], conv["llm_calls"], conv["prompt_tokens"]) == (
+        "failed",
+        "boom",
+        3,
+        2,
+        10,
+    )
+    assert conv["wall_s"] == pytest.approx(3.0)
+    assert fold([line("fetch", "cached"), line("fetch", "cached")])[0]["status"] == "cached"
+
+
+def test_cost_from_the_price_table():
+    assert cost_usd(1_000_000, 100_000, "m", PRICES) == pytest.approx(3.0 + 1.5)
+    assert cost_usd(10, 10, "unknown", PRICES) is None
+
+
+def test_finish_run_expands_a_domain_served_from_cache_and_writes_latest(tmp_path):
+    start_run(tmp_path)
+    StepRecorder(tmp_path, "a")._write(line("fill", "ran", domain="a", llm_calls=4, prompt_tokens=1000))
+    results = [
+        {"status": "ok", "domain": "a", "cached": False, "snapshots": [{"snapshot": "t1"}]},
+        {"status": "ok", "domain": "b", "cached": True, "snapshots": [{"snapshot": "x"}, {"snapshot": "y"}]},
+        {"status": "failed", "domain": "c", "error": "c: no such filing"},
+    ]
+    s = finish_run(tmp_path, results, kind="build", model="m", backend="openai", prices=PRICES, wall_s=2.5)
+    assert s["status"] == "failed" and not (tmp_path / "runs" / ".active").exists()
+    cached_b = [r for r in s["steps"] if r["domain"] == "b"]
+    assert len(cached_b) == 18 and {r["status"] for r in cached_b} == {"cached"}  # 2 snapshots x 9 steps
+    assert s["totals"]["llm_calls"] == 4 and s["totals"]["steps_ran"] == 1
+    assert s["totals"]["cost_usd"] == pytest.approx(1000 * 3.0 / 1e6)
+    on_disk = json.loads((tmp_path / "runs" / "latest.json").read_text())
+    assert on_disk == json.loads((tmp_path / "runs" / s["run_id"] / "run.json").read_text())
+    md = markdown_table(s)
+    assert "| a | t1 | fill | ran |" in md and "- c: c: no such filing" in md
+
+
+def test_an_interrupted_build_is_reported_and_set_aside(tmp_path):
+    start_run(tmp_path)
+    rec = StepRecorder(tmp_path, "a")
+    rec._write(line("fetch", "ran", domain="a"))
+    with rec.path.open("a") as fh:
+        fh.write('{"domain": "a", "snap')  # the torn last line of a killed build
+    run = latest_run(tmp_path)
+    assert run["in_progress"]["steps"][0]["step"] == "fetch" and "steps" not in run
+    start_run(tmp_path)  # the next build moves the old lines aside instead of mixing them in
+    assert list((tmp_path / "runs").glob("interrupted-*/steps-a.jsonl"))
+    assert not list((tmp_path / "runs" / ".active").glob("steps-*"))
+
+
+def test_recorder_tells_ran_cached_failed_and_meters_llm_use(prefect_harness, tmp_path):
+    from prefect import flow, task
+    from prefect.cache_policies import INPUTS
+
+    from tasks.llm.client import LLMStats
+
+    @task(cache_policy=INPUTS, persist_result=True)
+    def spend(x: int) -> int:
+        LLMStats().add(calls=1, hits=2, prompt=30, completion=5)  # what any client of the step spends
+        return x * 2
+
+    @task
+    def broken(x: int) -> int:
+        raise ValueError(f"bad input {x}\nsecond line")
+
+    rec = StepRecorder(tmp_path, "dom")
+
+    @flow
+    def f() -> tuple:
+        a = rec.call(spend, "fill", "t1", 21)
+        b = rec.call(spend, "fill", "t2", 21)
+        with pytest.raises(ValueError, match="bad input 3"):
+            rec.call(broken, "validate", "t1", 3)
+        return a, b
+
+    assert f() == (42, 42)
+    rows = [json.loads(x) for x in rec.path.read_text().splitlines()]
+    assert [(r["snapshot"], r["status"]) for r in rows] == [("t1", "ran"), ("t2", "cached"), ("t1", "failed")]
+    assert (rows[0]["llm_calls"], rows[0]["llm_cache_hits"], rows[0]["prompt_tokens"]) == (1, 2, 30)
+    assert rows[1]["llm_calls"] == 0  # a cached step spends nothing
+    assert rows[2]["error"] == "bad input 3"
+
+
+def test_build_summary_becomes_a_markdown_artifact(prefect_harness, tmp_path):
+    import asyncio
+
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    from flows.build import _publish_artifact
+
+    start_run(tmp_path)
+    summary = finish_run(
+        tmp_path, [], kind="build", model="offline", backend="offline", prices={}, wall_s=1.0
+    )
+
+    @flow
+    def f() -> None:
+        _publish_artifact(summary)
+
+    f()
+
+    async def read() -> list:
+        async with get_client() as client:
+            return await client.read_artifacts(
+                artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["frame-build"]))
+            )
+
+    arts = asyncio.run(read())
+    assert arts and arts[0].type == "markdown" and "# frame build ok" in arts[0].data
