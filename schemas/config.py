@@ -154,6 +154,12 @@ class EdgarAccess(_Strict):
 class SourceConfig(_Strict):
     mode: Literal["mirror", "live"] = "mirror"
     mirror: Path | None = Field(default=None, description="folder laid out like shared/corpus")
+
+    @field_validator("mirror")
+    @classmethod
+    def _paths(cls, v: Path | None) -> Path | None:
+        return _no_nul(v)
+
     edgar: EdgarAccess = EdgarAccess()
     arxiv_html_url: str = Field(
         default="https://arxiv.org/html/{id}",
@@ -198,8 +204,20 @@ class LLMSettings(_Strict):
         return self.model_validate({**self.model_dump(), **update}) if update else self
 
 
+def _no_nul(v: Path | None) -> Path | None:
+    # A NUL cannot be in a path: os calls would raise far from the config that holds it.
+    if v is not None and "\x00" in str(v):
+        raise ValueError("must not contain a NUL character")
+    return v
+
+
 class BuildSettings(_Strict):
     data_dir: Path = Path("data")
+
+    @field_validator("data_dir")
+    @classmethod
+    def _paths(cls, v: Path) -> Path:
+        return _no_nul(v)
 
 
 class RunSettings(_Strict):
@@ -220,6 +238,11 @@ class RunSettings(_Strict):
     lock_timeout_s: float = Field(
         default=3600.0, ge=0, description="how long a build waits for another build on the same data folder"
     )
+
+    @field_validator("result_storage")
+    @classmethod
+    def _paths(cls, v: Path | None) -> Path | None:
+        return _no_nul(v)
 
     def resolved(self) -> RunSettings:
         env = {

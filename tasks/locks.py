@@ -77,5 +77,7 @@ def data_folder_lock(data_dir: Path, timeout_s: float) -> object:
 
 
 def release_lock(releases_root: Path, name: str, version: str, timeout_s: float = 600.0) -> object:
-    """One writer per release version (checked and renamed into place under it)."""
-    return hold(Path(releases_root) / name / f".{version}.lock", timeout_s, f"release {name} {version}")
+    """One writer per release version (checked and renamed into place under it). The lock lives
+    outside the release's own folder, which holds nothing but versions."""
+    path = Path(releases_root) / ".locks" / f"{name}-{version}.lock"
+    return hold(path, timeout_s, f"release {name} {version}")

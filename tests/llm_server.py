@@ -111,6 +111,32 @@ def empty_choices() -> Reply:
     return reply
 
 
+def no_message() -> Reply:
+    """A choice without any `message` object."""
+    reply = chat_reply("unused")
+    del reply.json["choices"][0]["message"]
+    return reply
+
+
+def odd_content(value: Any) -> Reply:
+    """A choice whose `message.content` is `value` as given (None, a list of parts, a number, ...)."""
+    reply = chat_reply("unused")
+    reply.json["choices"][0]["message"]["content"] = value
+    return reply
+
+
+def odd_choices(value: Any) -> Reply:
+    """A completion whose `choices` is `value` as given (None, a list of strings, ...)."""
+    reply = chat_reply("unused")
+    reply.json["choices"] = value
+    return reply
+
+
+def not_json_body(text: str = "<html><body>502 Bad Gateway</body></html>", status: int = 200) -> Reply:
+    """A body that is not JSON at all (what a misconfigured proxy sends), with a JSON content type."""
+    return Reply(status=status, text=text)
+
+
 def error(status: int, message: str = "scripted failure", headers: dict[str, str] | None = None) -> Reply:
     return Reply(
         status=status,
@@ -125,6 +151,12 @@ def rate_limited(retry_after: str | None = "0") -> Reply:
 
 def server_error(status: int = 500) -> Reply:
     return error(status, "internal error")
+
+
+def storm(count: int, then: Reply | None = None, retry_after: str | None = "0") -> list[Reply]:
+    """`count` 429 replies, then `then` (if given): script(*storm(5, json_reply(x)))."""
+    replies = [rate_limited(retry_after) for _ in range(count)]
+    return replies + ([then] if then is not None else [])
 
 
 def slow(reply: Reply, delay: float) -> Reply:

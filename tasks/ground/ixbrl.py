@@ -8,6 +8,7 @@ footers, page numbers and the table of contents are gone.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -188,11 +189,12 @@ def numeric_value(displayed: str, fmt: str | None, scale: str | None, sign: str 
         return None
     try:
         number = number.scaleb(int(scale or 0))
-    except ValueError:
+    except (ValueError, ArithmeticError):  # not an integer, or a scale beyond Decimal's exponent range
         return None
     if sign == "-":
         number = -number
-    return float(number)
+    value = float(number)
+    return value if math.isfinite(value) else None
 
 
 def _plain_number(text: str) -> Decimal | None:
@@ -417,20 +419,23 @@ def _blocks(body: etree._Element) -> list[etree._Element]:
     """Top-level blocks in reading order, descending through wrappers that hold blocks."""
     out: list[etree._Element] = []
 
-    def walk(el: etree._Element) -> None:
+    def children(el: etree._Element) -> list[etree._Element]:
         if (el.text and el.text.strip()) or any(
             not _is_block(c) or (c.tail and c.tail.strip()) for c in el if isinstance(c.tag, str)
         ):
             _wrap_inline_runs(el)
-        for child in el:
-            if not isinstance(child.tag, str):
-                continue
-            if child.tag in ("div", "p", "center") and any(_is_block(c) for c in child):
-                walk(child)
-            else:
-                out.append(child)
+        return [c for c in el if isinstance(c.tag, str)]
 
-    walk(body)
+    # An explicit stack, not recursion: wrappers may nest deeper than Python's recursion limit.
+    stack = [iter(children(body))]
+    while stack:
+        child = next(stack[-1], None)
+        if child is None:
+            stack.pop()
+        elif child.tag in ("div", "p", "center") and any(_is_block(c) for c in child):
+            stack.append(iter(children(child)))
+        else:
+            out.append(child)
     return out
 
 

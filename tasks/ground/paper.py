@@ -933,6 +933,14 @@ def paper_to_markdown(html: bytes | str, *, source_name: str, meta: dict | None 
     text = _decode(html, source_name)
     _check_complete(text, source_name)
     root = _parse(text, source_name)
+    try:
+        return _convert(root, text, source_name, meta)
+    except RecursionError:
+        # the renderer recurses per element: real LaTeXML pages nest a few dozen levels, not hundreds
+        raise FrameInputError(source_name, "elements nested too deeply to convert") from None
+
+
+def _convert(root: Any, text: str, source_name: str, meta: dict) -> PaperMarkdown:
     doc = _pick_document(root, source_name)
 
     stats = _Stats()

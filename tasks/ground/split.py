@@ -36,6 +36,7 @@ _STATEMENT = re.compile(
     r"|(?P<bs>balance\s+sheets?))\b[^.]{0,80}$",
     re.I,
 )
+_HTML_PARSER = lxml_html.HTMLParser(huge_tree=True)
 _ROMAN = {"i": 1, "ii": 2, "iii": 3, "iv": 4}
 _BULLETS = {"•", "●", "◦", "▪", "■", "-", "–", "—", "o", "·"}
 
@@ -155,7 +156,9 @@ def _statement_kind(text: str) -> str | None:
 def split_filing(clean: CleanFiling) -> list[FilingSection]:
     form = clean.form.upper()
     annual = form.startswith("10-K")
-    body = lxml_html.fromstring(clean.html).find("body")
+    # huge_tree: without it libxml2 stops at nesting depth 256 and silently drops the rest of the filing
+    # (clean_filing's XHTML parse already accepts up to 2048 levels).
+    body = lxml_html.fromstring(clean.html, parser=_HTML_PARSER).find("body")
     blocks = [b for b in _blocks(body) if b.tag != "page-break"]
 
     sections: list[FilingSection] = [FilingSection("cover-page", "Cover page", "cover")]
@@ -272,7 +275,9 @@ def _nearest_table(el: etree._Element) -> etree._Element | None:
 
 def _int_attr(el: etree._Element, name: str) -> int:
     v = el.get(name, "1").strip()
-    return int(v) if v.isdigit() and int(v) > 0 else 1
+    # ASCII digits only (HTML's rule; str.isdigit() also accepts "²", which int() refuses), and at most
+    # 9 of them (int() refuses > 4300 digits); expand_spans caps the value.
+    return int(v) if re.fullmatch(r"[0-9]{1,9}", v) and int(v) > 0 else 1
 
 
 def filing_table_grid(table: etree._Element) -> list[list[str]]:

@@ -29,11 +29,23 @@ def collapse_ws(text: str) -> str:
     return _WS.sub(" ", text.replace("\u200b", "")).strip()
 
 
+# Caps that keep hostile span values from blowing up memory and time (real tables stay far below):
+# - one span covers at most MAX_SPAN rows or columns (HTML itself caps colspan at 1000);
+# - a rowspan never reaches past the table's last row (those slots are never displayed);
+# - spans never widen a row past MAX_SPAN_COLUMNS columns (a wide row pads every other row);
+# - all spans of one table together add at most MAX_SPAN_SLOTS slots; later spans then count as 1.
+MAX_SPAN = 1000
+MAX_SPAN_COLUMNS = 1000
+MAX_SPAN_SLOTS = 250_000
+
+
 def expand_spans(rows: list[list[Cell]]) -> list[list[str]]:
     """Lay cells on a rectangular grid. A spanned cell's text sits in its first slot; the slots it
-    also covers stay empty, so every displayed value appears exactly once."""
+    also covers stay empty, so every displayed value appears exactly once. Spans are capped (see
+    MAX_SPAN, MAX_SPAN_COLUMNS, MAX_SPAN_SLOTS)."""
     grid: list[list[str | None]] = []
     pending: dict[tuple[int, int], bool] = {}  # (row, col) slots taken by a rowspan from above
+    budget = MAX_SPAN_SLOTS
     for r, row in enumerate(rows):
         out: list[str | None] = []
         c = 0
@@ -41,8 +53,11 @@ def expand_spans(rows: list[list[Cell]]) -> list[list[str]]:
             while pending.pop((r, c), False):
                 out.append("")
                 c += 1
-            cs = max(1, min(cell.colspan, 1000))
-            rs = max(1, min(cell.rowspan, 1000))
+            cs = max(1, min(cell.colspan, MAX_SPAN, MAX_SPAN_COLUMNS - c))
+            rs = max(1, min(cell.rowspan, MAX_SPAN, len(rows) - r))
+            if cs * rs - 1 > budget:
+                cs = rs = 1
+            budget -= cs * rs - 1
             out.append(cell.text)
             out.extend([""] * (cs - 1))
             for dr in range(1, rs):

@@ -255,6 +255,9 @@ def corrective_message(problem: InvalidOutput, max_tokens: int) -> str:
 def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
         return True
+    # A 200 whose body is not JSON (a proxy's HTML page, a cut connection) is the endpoint's hiccup.
+    if isinstance(exc, json.JSONDecodeError | openai.APIResponseValidationError):
+        return True
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code in (408, 409, 429) or exc.status_code >= 500
     return False
@@ -401,6 +404,11 @@ class LLMClient:
             raise LLMRequestError(f"{where}: endpoint refused the request: {why}") from None
         except openai.OpenAIError as exc:
             raise LLMRequestError(f"{self.where(role, ctx)}: {self.describe(exc)}") from None
+        except json.JSONDecodeError as exc:
+            raise LLMTransientError(
+                f"{self.where(role, ctx)}: endpoint still answering with a body that is not JSON after "
+                f"{tries} tries ({_one_line(str(exc))})"
+            ) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
     # -- chat
@@ -446,8 +454,12 @@ class LLMClient:
         if not choices:
             raise InvalidOutput("the response had no choices")
         choice = choices[0]
+        if not hasattr(choice, "message"):
+            raise InvalidOutput("the first choice is not an object")
         content = getattr(choice.message, "content", None) if choice.message is not None else None
-        if choice.finish_reason == "length":
+        if content is not None and not isinstance(content, str):
+            raise InvalidOutput("the reply content was not text")
+        if getattr(choice, "finish_reason", None) == "length":
             raise InvalidOutput(
                 "output truncated at the token limit (finish_reason=length)", content, truncated=True
             )

@@ -81,7 +81,11 @@ def _span(value: str | None) -> int:
     if value is None:
         return 1
     m = _DIGITS.match(value)
-    return int(m.group(1)) if m else 1
+    if not m:
+        return 1
+    # int() refuses strings of more than 4300 digits; no real span has more than a few.
+    digits = m.group(1)
+    return int(digits) if len(digits) <= 9 else 10**9
 
 
 def _local(tag: object) -> str:
