@@ -487,6 +487,13 @@ def _llm_settings(config: Path | None):
     return LLMSettings().resolved(), None
 
 
+def _run_settings(config: Path | None):
+    """Where tasks run: --config's [run] (or the defaults), with the FRAME_TASK_RUNNER overrides."""
+    from schemas.config import RunSettings, load_config
+
+    return (load_config(config).run if config is not None else RunSettings()).resolved()
+
+
 @app.command("generate")
 def generate_cmd(
     release: Annotated[Path, typer.Option("--release", help="data/releases/<name>/<version>")],
@@ -603,6 +610,7 @@ def score_cmd(
             ) from None
         llm, data_dir = _llm_settings(config)
         data_dir = data_dir or release.resolve().parents[2]
+        run = _run_settings(config)
         from flows.generate import check_system
 
         for name in names:
@@ -613,7 +621,7 @@ def score_cmd(
 
     from flows.settings import configure_prefect, route_prefect_console
 
-    configure_prefect(data_dir)
+    configure_prefect(data_dir, run.result_storage)
     import datetime as dt
 
     import flows.score as score_flow
@@ -632,6 +640,7 @@ def score_cmd(
                 llm if llm.backend == "openai" else None,
                 str(out) if out else None,
                 chosen,
+                run,
             ),
             lambda: (score_flow.PROGRESS["done"], score_flow.PROGRESS["total"] or None),
         )

@@ -36,7 +36,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.caching import STABLE
 from flows.generate import LLM_SYSTEMS, check_system, generate_reports, load_release_inputs, write_generations
-from schemas.config import LLMSettings
+from schemas.config import LLMSettings, RunSettings
 from schemas.scoring import FAMILIES, METRICS, PAIRWISE, SELECTABLE, MetricResult, ScoreSettings, families_for
 from tasks.atomic import atomic_write_bytes, atomic_write_text
 from tasks.errors import FrameInputError
@@ -544,6 +544,12 @@ def _advance() -> None:
         PROGRESS["done"] += 1
 
 
+def _start_progress(total: int) -> None:
+    # Not inline in the flow: a Dask task carries the flow (by value) and a lock does not pickle.
+    with _PROGRESS_LOCK:
+        PROGRESS.update(done=0, total=total)
+
+
 class _ExcludePrivate(type(STABLE)):
     """STABLE, minus inputs whose name starts with "_" (the data is keyed by its sha256 instead)."""
 
@@ -562,8 +568,25 @@ pairwise_task = pairwise_task.with_options(cache_policy=_KEY)
 # ---------------------------------------------------------------- the flow
 
 
-@flow(name="score", log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=2))
 def score_release(
+    release: str,
+    systems: list[str],
+    settings: ScoreSettings,
+    llm: LLMSettings | None = None,
+    out_dir: str | None = None,
+    metrics: list[str] | None = None,
+    run: RunSettings | None = None,
+) -> str:
+    """The score flow on the task runner that `run` (a config's `[run]`; default: threads) selects, with
+    the FRAME_TASK_RUNNER / FRAME_DASK_ADDRESS overrides. Where tasks run is not part of any cache key."""
+    from flows.runners import make_task_runner
+
+    flow_on_runner = score_release_flow.with_options(task_runner=make_task_runner(run or RunSettings()))
+    return flow_on_runner(release, systems, settings, llm, out_dir, metrics)
+
+
+@flow(name="score", log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=2))
+def score_release_flow(
     release: str,
     systems: list[str],
     settings: ScoreSettings,
@@ -621,11 +644,7 @@ def score_release(
     records = instances.to_dict("records")
     n_llm_pairwise = len(records) if pairwise and settings.judge == "openai" else 0
     n_scaffold = len(records) if "scaffold" in families else 0
-    with _PROGRESS_LOCK:
-        PROGRESS.update(
-            done=0,
-            total=len(records) * len(systems) * len(families) + n_scaffold + n_llm_pairwise,
-        )
+    _start_progress(len(records) * len(systems) * len(families) + n_scaffold + n_llm_pairwise)
 
     # the scaffold of each gold report first: one extraction per instance, reused by every system
     scaffolds: dict[str, dict] = {}
