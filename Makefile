@@ -34,6 +34,7 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python benchmarks/grounding.py
 	$(BIN)/python benchmarks/structure.py
+	$(BIN)/python benchmarks/refresh.py
 	$(MAKE) demo
 	$(BIN)/python benchmarks/scoring.py --release data/releases/demo/$(DEMO_VERSION)
 

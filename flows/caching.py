@@ -4,6 +4,11 @@ Prefect's INPUTS policy hashes some objects through cloudpickle, whose bytes can
 processes for equal pydantic models and dataclasses (e.g. a model rebuilt from a cached result
 versus a freshly computed one), so a later `frame rerun` could miss every cache entry. Here inputs
 are reduced to canonical JSON first: models by their fields, dataclasses by their fields.
+
+The policy also checks the persisted result its key names (`flows.results.check_cached_result`): an
+unreadable entry (torn by a kill, garbled on disk) is logged and quarantined before Prefect, which
+would silently treat it as a miss, looks it up. Importing this module makes Prefect's local result
+writes atomic (`flows.results.install_atomic_result_writes`) in every process that runs frame tasks.
 """
 
 from __future__ import annotations
@@ -18,6 +23,10 @@ from typing import Any
 
 from prefect.cache_policies import CachePolicy
 from pydantic import BaseModel
+
+from flows.results import check_cached_result, install_atomic_result_writes
+
+install_atomic_result_writes()
 
 
 def canonical(value: Any) -> Any:
@@ -40,6 +49,21 @@ def canonical(value: Any) -> Any:
     raise TypeError(f"cannot build a stable cache key from {type(value).__name__}")
 
 
+def task_source(fn: Any) -> str:
+    """The source of a task's function. A task shipped to another process (Dask, Ray) carries its
+    function by value (cloudpickle: the module attribute is the Task, not the function), without its
+    file: read the source of the function the module defines under the same name instead."""
+    try:
+        return inspect.getsource(fn)
+    except OSError:
+        import importlib
+
+        obj: Any = importlib.import_module(fn.__module__)
+        for part in fn.__qualname__.split("."):
+            obj = getattr(obj, part)
+        return inspect.getsource(getattr(obj, "fn", obj))
+
+
 @dataclass
 class StableInputsAndSource(CachePolicy):
     """Key = sha256(task name, task function source, canonical JSON of the inputs)."""
@@ -55,10 +79,12 @@ class StableInputsAndSource(CachePolicy):
             ensure_ascii=False,
         )
         h = hashlib.sha256()
-        for part in (task_ctx.task.name, inspect.getsource(fn), payload):
+        for part in (task_ctx.task.name, task_source(fn), payload):
             h.update(part.encode("utf-8"))
             h.update(b"\0")
-        return h.hexdigest()
+        key = h.hexdigest()
+        check_cached_result(task_ctx, key)
+        return key
 
 
 STABLE = StableInputsAndSource()

@@ -130,13 +130,18 @@ def quarantine(path: Path) -> Path:
     return dest
 
 
-def _warn(message: str, *args: Any) -> None:
-    try:
-        from prefect import get_run_logger
+def _run_logger() -> logging.Logger | logging.LoggerAdapter:
+    """The current Prefect run's logger (shown with the run, sent to the API), else this module's."""
+    from prefect.context import FlowRunContext, TaskRunContext
 
-        get_run_logger().warning(message, *args)
-    except Exception:  # noqa: BLE001 - outside a run context
-        log.warning(message, *args)
+    if TaskRunContext.get() is None and FlowRunContext.get() is None:
+        return log
+    from prefect import get_run_logger
+
+    try:
+        return get_run_logger()
+    except Exception:  # noqa: BLE001
+        return log
 
 
 def check_cached_result(task_ctx: Any, key: str) -> None:
@@ -157,7 +162,7 @@ def check_cached_result(task_ctx: Any, key: str) -> None:
         except OSError as exc:
             path.unlink(missing_ok=True)
             action = f"removed (could not quarantine: {exc.strerror})"
-        _warn(
+        _run_logger().warning(
             "cached result of task %r (key %s) is unreadable: %s (%s); %s, recomputing the step",
             name,
             key,
@@ -217,10 +222,5 @@ def sweep_interrupted(data_dir: str | Path, result_storage: str | Path | None = 
         _remove(p)
     if gone:
         shown = ", ".join(str(p) for p in gone[:5]) + (f" (+{len(gone) - 5} more)" if len(gone) > 5 else "")
-        try:
-            from prefect import get_run_logger
-
-            get_run_logger().info("removed %d leftover(s) of an interrupted build: %s", len(gone), shown)
-        except Exception:  # noqa: BLE001
-            log.info("removed %d leftover(s) of an interrupted build: %s", len(gone), shown)
+        _run_logger().info("removed %d leftover(s) of an interrupted build: %s", len(gone), shown)
     return gone

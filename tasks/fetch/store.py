@@ -6,6 +6,12 @@ Layout under a data dir:
 
 Storing the same bytes with the same provenance again writes nothing (the first record, with its
 `fetched_at`, is kept), so a rerun of a fetch is a no-op on disk.
+
+A blob is checked against its sha256 whenever it is stored or read. A corrupted one (bytes changed on
+disk, truncated, missing) is logged and moved to `raw/.quarantine/`; `store_raw` then writes the good
+bytes it was given, and `read_raw` restores a mirror-fetched blob from its mirror file when that file
+still has the recorded sha256. Otherwise reading fails with one line naming the blob and the fix
+(fetch the snapshot again: `frame rerun fetch`).
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import logging
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -28,6 +36,8 @@ _EXT = re.compile(r"^(\.[A-Za-z0-9]{1,10})?$")
 _SHA = re.compile(r"^[0-9a-f]{64}$")
 _SOURCES = ("edgar", "arxiv")
 
+log = logging.getLogger(__name__)
+
 
 def safe_component(value: Any, field: str) -> str:
     """Return `value` if it can be used as one path component inside the data dir, else raise.
@@ -36,7 +46,7 @@ def safe_component(value: Any, field: str) -> str:
     letters/digits/`.`/`_`/`-`.
     """
     text = str(value) if value is not None else ""
-    if not _COMPONENT.match(text) or ".." in text:
+    if not _COMPONENT.fullmatch(text) or ".." in text:  # fullmatch: "$" admits a trailing "\n"
         raise FrameInputError(
             f"provenance.{field}",
             f"unsafe path component {text!r} (letters, digits, '.', '_', '-' only; no '..', '/', NUL)",
@@ -45,9 +55,9 @@ def safe_component(value: Any, field: str) -> str:
 
 
 def blob_path(data_dir: str | Path, sha256: str, ext: str = "") -> Path:
-    if not _SHA.match(sha256):
+    if not _SHA.fullmatch(sha256):
         raise FrameInputError("provenance.sha256", f"not a sha256 hex digest: {sha256!r}")
-    if not _EXT.match(ext):
+    if not _EXT.fullmatch(ext):
         raise FrameInputError("provenance.ext", f"unsafe file extension {ext!r}")
     return Path(data_dir).absolute() / "raw" / "sha256" / sha256[:2] / f"{sha256}{ext}"
 
@@ -111,10 +121,17 @@ def store_raw(data_dir: str | Path, data: bytes, ext: str, **provenance: Any) ->
         field = ".".join(str(p) for p in err["loc"]) or "(record)"
         raise FrameInputError(f"provenance.{field}", err["msg"]) from None
 
-    if blob.exists():
-        if _sha256_file(blob) != sha:
-            raise FrameInputError(blob, "existing blob does not match its sha256 name (store is corrupt)")
+    if blob.is_file() and _sha256_file(blob) == sha:
+        pass  # already stored
     else:
+        if os.path.lexists(blob):
+            where = quarantine_blob(blob)
+            log.warning(
+                "stored blob %s does not match its sha256 name (corrupted on disk); moved to %s, "
+                "storing the fetched bytes again",
+                blob,
+                where,
+            )
         _atomic_write(blob, data, mode=0o444)
 
     record_path = record_dir / f"{sha}.json"
@@ -126,17 +143,63 @@ def store_raw(data_dir: str | Path, data: bytes, ext: str, **provenance: Any) ->
     return raw
 
 
+def quarantine_blob(blob: Path) -> Path:
+    """Move a bad blob to `raw/.quarantine/<name>` (replacing an older one there); returns where."""
+    dest = blob.parents[2] / ".quarantine" / blob.name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if blob.is_dir() and not blob.is_symlink():
+        import shutil
+
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.move(str(blob), dest)
+    else:
+        os.replace(blob, dest)
+    return dest
+
+
+def _restore_from_mirror(raw: RawFile, path: Path) -> bytes | None:
+    """The blob's bytes again from the mirror file it was fetched from, if that still matches."""
+    if raw.origin != "mirror":
+        return None
+    source = Path(raw.location)
+    try:
+        data = source.read_bytes()
+    except OSError:
+        return None
+    if hashlib.sha256(data).hexdigest() != raw.sha256:
+        return None
+    _atomic_write(path, data, mode=0o444)
+    return data
+
+
 def read_raw(raw: RawFile) -> bytes:
-    """Read a stored blob back, re-verifying its sha256."""
+    """Read a stored blob back, re-verifying its sha256; a bad blob is restored from its mirror file
+    when possible (logged), else reading fails in one line naming the blob and how to fetch it again."""
     path = Path(raw.path)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise FrameInputError(path, "stored blob is missing") from None
-    actual = hashlib.sha256(data).hexdigest()
-    if actual != raw.sha256:
-        raise FrameInputError(path, f"stored blob changed: sha256 {actual} != recorded {raw.sha256}")
-    return data
+        problem, data = "is missing", None
+    except OSError as exc:
+        problem, data = f"is unreadable ({exc.strerror})", None
+    else:
+        actual = hashlib.sha256(data).hexdigest()
+        if actual == raw.sha256:
+            return data
+        problem = f"changed on disk: sha256 {actual} != recorded {raw.sha256}"
+    if os.path.lexists(path):
+        where = quarantine_blob(path)
+        problem += f"; moved to {where}"
+    restored = _restore_from_mirror(raw, path)
+    if restored is not None:
+        log.warning("stored blob %s %s; restored from the mirror file %s", path, problem, raw.location)
+        return restored
+    log.warning("stored blob %s %s; it cannot be restored from %s", path, problem, raw.location)
+    raise FrameInputError(
+        path,
+        f"stored blob {problem}; fetch it again: frame rerun fetch --domain {raw.domain} "
+        f"--snapshot {raw.snapshot}",
+    )
 
 
 def load_records(data_dir: str | Path, source: str, domain: str, snapshot: str) -> list[RawFile]:

@@ -100,14 +100,15 @@ class ResponseCache:
         """The entry for `key`, or None on a miss or an unreadable entry (logged)."""
         path = self.path(key)
         try:
-            raw = path.read_text(encoding="utf-8")
+            raw = path.read_bytes()
         except FileNotFoundError:
             return None
         except OSError as exc:
             log.warning("LLM cache entry %s unreadable (%s); treating as a miss", path, exc.strerror)
             return None
         try:
-            return CacheEntry.from_json(json.loads(raw))
+            # Decoding is part of the check: garbage bytes (not UTF-8) are a corrupt entry, not a crash.
+            return CacheEntry.from_json(json.loads(raw.decode("utf-8")))
         except (ValueError, TypeError) as exc:
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             log.warning("LLM cache entry %s is corrupt (%s); treating as a miss", path, reason)

@@ -385,3 +385,16 @@ def test_release_version_must_be_semver(tmp_path, version):
 def test_good_release_slugs_pass():
     for name, version in [("demo", "0.1.0"), ("frame-bench_2.x", "10.20.30-rc.1")]:
         _check_slug(name, version)
+
+
+@pytest.mark.parametrize("bad", ["abc\n", "../x", "a/b", "", ".hidden", "x\x00y", "ａｂｃ"])
+def test_provenance_path_components_are_checked_whole(bad):
+    """The raw store's own guard (defence in depth behind the config's): a trailing newline, a
+    separator, NUL or non-ASCII never becomes part of a provenance path."""
+    from tasks.errors import FrameInputError
+    from tasks.fetch.store import blob_path, safe_component
+
+    with pytest.raises(FrameInputError, match="unsafe path component"):
+        safe_component(bad, "domain")
+    with pytest.raises(FrameInputError, match="sha256"):
+        blob_path("/data", "0" * 64 + "\n")
