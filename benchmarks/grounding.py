@@ -121,8 +121,9 @@ def load_filings(limit: int | None) -> list[Filing]:
         sys.exit(f"benchmark: no corpus manifest at {manifest} (set FRAME_CORPUS)")
     with manifest.open(newline="", encoding="utf-8") as fh:
         rows = [r for r in csv.DictReader(fh) if not r["form"].startswith("meta:")]
-    filings = [Filing(edgar / r["path"], r["path"], r["form"], (edgar / r["path"]).stat().st_size)
-               for r in rows]
+    filings = [
+        Filing(edgar / r["path"], r["path"], r["form"], (edgar / r["path"]).stat().st_size) for r in rows
+    ]
     return filings[:limit] if limit is not None else filings
 
 
@@ -164,14 +165,29 @@ def build_tools(work: Path, runs: int, edgartools_runs: int) -> list[Tool]:
         Tool(
             "frame",
             version_of("frame-bench"),
-            lambda f, out: [str(frame_bin), "ground", str(f.path), "--out", str(out / "grounding"),
-                            "--kind", "edgar"],
+            lambda f, out: [
+                str(frame_bin),
+                "ground",
+                str(f.path),
+                "--out",
+                str(out / "grounding"),
+                "--kind",
+                "edgar",
+            ],
             base_env,
         ),
-        Tool("markdownify", version_of("markdownify"),
-             lambda f, out: [py, "-c", MARKDOWNIFY_SRC, str(f.path), str(out / "out.md")], base_env),
-        Tool("html2text", version_of("html2text"),
-             lambda f, out: [py, "-c", HTML2TEXT_SRC, str(f.path), str(out / "out.md")], base_env),
+        Tool(
+            "markdownify",
+            version_of("markdownify"),
+            lambda f, out: [py, "-c", MARKDOWNIFY_SRC, str(f.path), str(out / "out.md")],
+            base_env,
+        ),
+        Tool(
+            "html2text",
+            version_of("html2text"),
+            lambda f, out: [py, "-c", HTML2TEXT_SRC, str(f.path), str(out / "out.md")],
+            base_env,
+        ),
     ]
     if not frame_bin.exists():
         tools[0].skipped = f"no {frame_bin}"
@@ -183,11 +199,18 @@ def build_tools(work: Path, runs: int, edgartools_runs: int) -> list[Tool]:
     # edgartools writes ~/.edgar and an anchor cache under $HOME: give it a throw-away home (reset per run,
     # see measure()) so no run profits from a cache left by another.
     edgar_home = work / "edgartools-home"
-    edgar_env = {**base_env, "HOME": str(edgar_home), "EDGAR_LOCAL_DATA_DIR": str(edgar_home / ".edgar"),
-                 "EDGAR_IDENTITY": "frame-bench offline bench@example.invalid"}
-    edgar = Tool("edgartools", version_of("edgartools"),
-                 lambda f, out: [py, "-c", EDGARTOOLS_SRC, str(f.path), str(out / "out.md"), f.form],
-                 edgar_env)
+    edgar_env = {
+        **base_env,
+        "HOME": str(edgar_home),
+        "EDGAR_LOCAL_DATA_DIR": str(edgar_home / ".edgar"),
+        "EDGAR_IDENTITY": "frame-bench offline bench@example.invalid",
+    }
+    edgar = Tool(
+        "edgartools",
+        version_of("edgartools"),
+        lambda f, out: [py, "-c", EDGARTOOLS_SRC, str(f.path), str(out / "out.md"), f.form],
+        edgar_env,
+    )
     if importlib.util.find_spec("edgar") is None or edgar.version == "?":
         edgar.skipped = "not installed (pip install edgartools to include it)"
     edgar.runs = edgartools_runs
@@ -227,8 +250,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--filings", type=int, default=None, help="only the first N filings of the manifest")
     ap.add_argument("--runs", type=int, default=2, help="timed runs per tool and filing (best is reported)")
-    ap.add_argument("--edgartools-runs", type=int, default=1,
-                    help="timed runs for edgartools, the slowest tool (1 keeps `make bench` under ~4 min)")
+    ap.add_argument(
+        "--edgartools-runs",
+        type=int,
+        default=1,
+        help="timed runs for edgartools, the slowest tool (1 keeps `make bench` under ~4 min)",
+    )
     ap.add_argument("--json", type=Path, default=None, help="also write the results as JSON to PATH")
     args = ap.parse_args()
     if args.runs < 1 or args.edgartools_runs < 1:
@@ -315,9 +342,18 @@ def main() -> int:
             r = ratio(frame_s, res[n].seconds)
             cells.append(f"{r:.2f}x" if r is not None else "-")
         table.add_row(*cells)
-        rows.append({"file": f.rel, "form": f.form, "bytes": f.bytes,
-                     **{n: asdict(res[n]) | {"seconds": res[n].seconds, "rss_mb": res[n].rss_mb}
-                        for n in names if n in res}})
+        rows.append(
+            {
+                "file": f.rel,
+                "form": f.form,
+                "bytes": f.bytes,
+                **{
+                    n: asdict(res[n]) | {"seconds": res[n].seconds, "rss_mb": res[n].rss_mb}
+                    for n in names
+                    if n in res
+                },
+            }
+        )
     table.add_section()
     tot = ["TOTAL", f"{sum(f.bytes for f in filings) / 1e6:.2f}"]
     for n in names:
@@ -346,9 +382,17 @@ def main() -> int:
             f"target: a {TARGET_BYTES / 1e6:.1f} MB 10-K in <= {TARGET_SECONDS:.0f} s and "
             f"<= {TARGET_RSS_MB:.0f} MB RSS on this {os.cpu_count()}-core machine\n"
             f"largest 10-K {big.rel} ({big.bytes / 1e6:.2f} MB): "
-            f"frame {fmt(m.seconds)} s, {fmt(m.rss_mb, '.0f')} MB -> {verdict}")
-        target = {"file": big.rel, "bytes": big.bytes, "seconds": m.seconds, "rss_mb": m.rss_mb,
-                  "max_seconds": TARGET_SECONDS, "max_rss_mb": TARGET_RSS_MB, "pass": ok}
+            f"frame {fmt(m.seconds)} s, {fmt(m.rss_mb, '.0f')} MB -> {verdict}"
+        )
+        target = {
+            "file": big.rel,
+            "bytes": big.bytes,
+            "seconds": m.seconds,
+            "rss_mb": m.rss_mb,
+            "max_seconds": TARGET_SECONDS,
+            "max_rss_mb": TARGET_RSS_MB,
+            "pass": ok,
+        }
     else:
         console.print("target: no 10-K measured with frame -- not checked")
     console.print(f"benchmark took {elapsed:.0f} s for {len(filings)} filing(s)")
@@ -356,10 +400,17 @@ def main() -> int:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         payload = {
-            "policy": {"runs": {t.name: t.runs for t in active}, "warmup_runs_per_tool": 1, "time": "min",
-                       "rss": "max over runs"},
-            "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                        "platform": platform.platform()},
+            "policy": {
+                "runs": {t.name: t.runs for t in active},
+                "warmup_runs_per_tool": 1,
+                "time": "min",
+                "rss": "max over runs",
+            },
+            "machine": {
+                "cpus": os.cpu_count(),
+                "python": platform.python_version(),
+                "platform": platform.platform(),
+            },
             "versions": versions,
             "skipped": {t.name: t.skipped for t in tools if t.skipped},
             "filings": rows,
