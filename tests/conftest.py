@@ -49,6 +49,16 @@ def prefect_harness(tmp_path_factory):
         yield home
 
 
+# The head of every small mirror build config of the tests (braces doubled like SMALL_DOMAINS).
+MIRROR_HEAD = """
+[build]
+data_dir = "{data}"
+[source]
+mode = "mirror"
+mirror = "{corpus}"
+"""
+
+
 # The two-domain config the build tests share: NVDA 10-Q (2 snapshots) and gravitational waves (2 windows).
 # Braces are doubled: test modules append it to a str.format template.
 SMALL_DOMAINS = """[[domains]]
@@ -70,6 +80,10 @@ windows = [
   {{ label = "W2", start = "2022-07-01", end = "2023-02-28" }},
 ]
 """
+
+
+# A whole small build config: .format(data=..., corpus=CORPUS).
+SMALL_CONFIG = MIRROR_HEAD + SMALL_DOMAINS
 
 
 def frame_env(prefect_home: Path) -> dict[str, str]:

@@ -14,22 +14,13 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import CORPUS, SMALL_DOMAINS
+from tests.conftest import CORPUS, SMALL_CONFIG
 
 pytestmark = pytest.mark.skipif(not (CORPUS / "edgar").is_dir(), reason="shared corpus not found")
 
 FRAME = str(Path(sys.executable).with_name("frame"))
 
-SMALL = (
-    """
-[build]
-data_dir = "{data}"
-[source]
-mode = "mirror"
-mirror = "{corpus}"
-"""
-    + SMALL_DOMAINS
-)
+SMALL = SMALL_CONFIG
 
 
 def write_config(tmp: Path, data: Path) -> Path:

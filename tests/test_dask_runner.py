@@ -14,23 +14,11 @@ from pathlib import Path
 import cloudpickle
 import pytest
 
-from tests.conftest import CORPUS, SMALL_DOMAINS, frame_env
+from tests.conftest import CORPUS, MIRROR_HEAD, SMALL_DOMAINS, frame_env
 
 FRAME = str(Path(sys.executable).with_name("frame"))
 
-CONFIG = (
-    """
-[build]
-data_dir = "{data}"
-[source]
-mode = "mirror"
-mirror = "{corpus}"
-[run]
-task_runner = "{runner}"
-dask_workers = 2
-"""
-    + SMALL_DOMAINS
-)
+CONFIG = MIRROR_HEAD + '[run]\ntask_runner = "{runner}"\ndask_workers = 2\n' + SMALL_DOMAINS
 
 
 def _env(home: Path, **extra: str) -> dict[str, str]:

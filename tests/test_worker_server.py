@@ -19,22 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CORPUS, ROOT, SMALL_DOMAINS
+from tests.conftest import CORPUS, ROOT, SMALL_CONFIG
 
 pytestmark = pytest.mark.skipif(not (CORPUS / "arxiv").is_dir(), reason="shared corpus not found")
 
 BIN = Path(sys.executable).parent
 ENTRYPOINT = ROOT / "docker" / "worker-entrypoint.sh"
-CONFIG = (
-    """
-[build]
-data_dir = "{data}"
-[source]
-mode = "mirror"
-mirror = "{corpus}"
-"""
-    + SMALL_DOMAINS
-)
+CONFIG = SMALL_CONFIG
 
 
 def free_port() -> int:
