@@ -119,8 +119,11 @@ def _check_after_kill(data: Path, reference: dict[str, str]) -> None:
         assert hashes == reference
 
 
-def _check_reuse(before: dict[str, tuple[int, int]], data: Path, stdout: str, total: int) -> int:
-    """The results persisted before this run were reused: never rewritten, each one a Cached task."""
+def _check_reuse(
+    before: dict[str, tuple[int, int]], data: Path, stdout: str, total: int, partial: bool = False
+) -> int:
+    """The results persisted before this run were reused: never rewritten, each one a Cached task.
+    `partial`: the run was killed while still serving cached steps (not all of them are in its log)."""
     now = file_ids(keyed_results(data))
     rewritten = [k for k, v in before.items() if now.get(k) != v]
     assert not rewritten, f"persisted results rewritten by the rerun: {rewritten}"
@@ -128,6 +131,8 @@ def _check_reuse(before: dict[str, tuple[int, int]], data: Path, stdout: str, to
     cached = [ln for ln in lines if "Cached(" in ln]
     if len(before) == total:  # the domain had finished: its one cache entry serves it whole
         assert len(lines) == 1 and "build-domain" in cached[0], lines
+    elif partial:
+        assert cached and len(cached) == len(lines) <= len(before), (len(before), lines)
     else:
         assert len(cached) == len(before), (len(before), cached)
     return len(cached)
@@ -148,6 +153,9 @@ def test_sigkill_at_random_points_then_resume_gives_identical_release(
     def results_at_least(n: int):
         return lambda: len(keyed_results(data)) >= n
 
+    def served_from_cache(log: Path):
+        return lambda: log.is_file() and bool(task_lines(log.read_text(encoding="utf-8", errors="replace")))
+
     # The last kill comes once every step is persisted: during the release write or the shutdown.
     points = [(t, rng.uniform(0.0, 0.15)) for t in thresholds] + [(total, rng.uniform(0.0, 0.3))]
     kills, history = 0, []
@@ -156,14 +164,19 @@ def test_sigkill_at_random_points_then_resume_gives_identical_release(
         # at least one new result per run (an earlier kill may have overshot this threshold)
         n = threshold if threshold == total else min(max(threshold, len(before) + 1), total - 1)
         seen = set(_release_temps(data))
-        rc, stdout = _run_until(cfg, reliability_home, tmp_path / f"run{i}.log", results_at_least(n), delay)
+        log = tmp_path / f"run{i}.log"
+        # An earlier kill may have overshot so far that n results are already there: then kill once
+        # this run has served a step from its cache (else it would die before doing anything).
+        partial = n <= len(before)
+        reached = served_from_cache(log) if partial else results_at_least(n)
+        rc, stdout = _run_until(cfg, reliability_home, log, reached, delay)
         label = f"{n} results + {delay * 1000:.0f} ms"
         if threshold == total:
             if _release_temps(data) - seen:
                 label += " (killed while writing the release)"
             else:
                 label += f" (killed {'after' if release_dir(data).exists() else 'before'} the release write)"
-        cached = _check_reuse(before, data, stdout, total)
+        cached = _check_reuse(before, data, stdout, total, partial)
         after = len(keyed_results(data))
         history.append(f"{label}: rc {rc}, {len(before)} -> {after} results, {cached} cached")
         assert rc == -signal.SIGKILL, (history, stdout[-3000:])  # killed mid-build, not finished
