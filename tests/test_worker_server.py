@@ -179,20 +179,12 @@ def test_entrypoint_created_the_pool_and_registered_the_deployments(stack):
     print(f"server up in {times['server_start']:.1f}s, worker ready in {times['worker_ready']:.1f}s")
 
 
-def test_frame_build_deployment_runs_on_the_worker(stack):
+def run_deployment(stack: dict, name: str, *args: str) -> dict:
+    """`prefect deployment run NAME ARGS` against the test server, then wait for a terminal state;
+    returns the flow run as the API reports it."""
     api, env, tmp = stack["api"], stack["env"], stack["tmp"]
-    t0 = time.monotonic()
     res = subprocess.run(
-        [
-            str(BIN / "prefect"),
-            "deployment",
-            "run",
-            "build-release/frame-build",
-            "--param",
-            "version=1.0.0",
-            "--param",
-            'domains=["gw"]',
-        ],
+        [str(BIN / "prefect"), "deployment", "run", name, *args],
         env=env,
         cwd=tmp,
         capture_output=True,
@@ -202,16 +194,23 @@ def test_frame_build_deployment_runs_on_the_worker(stack):
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     m = re.search(r"UUID: ([0-9a-f-]{36})", res.stdout)
     assert m, res.stdout
-    run_id = m.group(1)
     box: dict = {}
 
     def finished() -> bool:
-        status, run = get(f"{api}/flow_runs/{run_id}")
+        status, run = get(f"{api}/flow_runs/{m.group(1)}")
         box["run"] = run
         return status == 200 and run["state"]["type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
 
-    wait_until("the flow run to finish", finished, 360, stack["procs"], stack["logs"])
-    run = box["run"]
+    wait_until(f"the {name} run to finish", finished, 360, stack["procs"], stack["logs"])
+    return box["run"]
+
+
+def test_frame_build_deployment_runs_on_the_worker(stack):
+    env, tmp = stack["env"], stack["tmp"]
+    t0 = time.monotonic()
+    run = run_deployment(
+        stack, "build-release/frame-build", "--param", "version=1.0.0", "--param", 'domains=["gw"]'
+    )
     elapsed = time.monotonic() - t0
     assert run["state"]["type"] == "COMPLETED", tail(stack["logs"]["worker"])
     assert run["work_pool_name"] == "frame"
@@ -241,26 +240,8 @@ def test_frame_build_deployment_runs_on_the_worker(stack):
 
 def test_refresh_arxiv_deployment_runs_on_the_worker(stack):
     """The monthly schedule's deployment, triggered by hand (as `prefect deployment run` does)."""
-    api, env, tmp = stack["api"], stack["env"], stack["tmp"]
-    res = subprocess.run(
-        [str(BIN / "prefect"), "deployment", "run", "refresh-release/frame-refresh-arxiv"],
-        env=env,
-        cwd=tmp,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
-    run_id = re.search(r"UUID: ([0-9a-f-]{36})", res.stdout).group(1)
-    box: dict = {}
-
-    def finished() -> bool:
-        status, run = get(f"{api}/flow_runs/{run_id}")
-        box["run"] = run
-        return status == 200 and run["state"]["type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
-
-    wait_until("the refresh run to finish", finished, 360, stack["procs"], stack["logs"])
-    assert box["run"]["state"]["type"] == "COMPLETED", tail(stack["logs"]["worker"])
-    assert box["run"]["parameters"]["kinds"] == ["arxiv"]
+    run = run_deployment(stack, "refresh-release/frame-refresh-arxiv")
+    assert run["state"]["type"] == "COMPLETED", tail(stack["logs"]["worker"])
+    assert run["parameters"]["kinds"] == ["arxiv"]
     log = stack["logs"]["worker"].read_text(errors="replace")
     assert re.search(r"refresh small: (built|up-to-date)", log), log[-3000:]

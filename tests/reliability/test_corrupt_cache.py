@@ -55,6 +55,7 @@ from tests.reliability.conftest import (
     task_lines,
     tree_hashes,
 )
+from tests.test_score_embed import CountingFake
 
 llm_server = fake_llm.llm_server  # the pytest fixture (a started local server), used by name below
 
@@ -238,25 +239,8 @@ def test_llm_cache_garbage_and_bad_embedding_entries_are_misses(llm_server, tmp_
 # ----------------------------------------------------------------------------- (c) embedding cache
 
 
-class Fake:
-    name = "fake/model:v1"
-    dim = 8
-
-    def __init__(self) -> None:
-        self.calls: list[list[str]] = []
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        self.calls.append(list(texts))
-        return np.stack(
-            [
-                np.frombuffer(hashlib.sha256(t.encode()).digest()[:8], np.uint8).astype(np.float32) + 1
-                for t in texts
-            ]
-        )
-
-
 def test_embedding_cache_truncated_empty_and_nan_entries(tmp_path, caplog):
-    inner = Fake()
+    inner = CountingFake()  # the embed tests' deterministic fake
     emb = CachedEmbedder(inner, tmp_path)
     texts = ["a", "b", "c", "d"]
     good = emb.embed(texts)
