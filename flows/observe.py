@@ -20,11 +20,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from flows.steps import STEPS
 from schemas.config import ModelPrice
 from tasks.atomic import atomic_write_text
 from tasks.llm.client import metering
 
-STEP_ORDER = ("fetch", "clean", "split", "convert", "structure", "questions", "outline", "fill", "validate")
 COUNTERS = ("runs", "llm_calls", "llm_cache_hits", "prompt_tokens", "completion_tokens")
 
 
@@ -129,7 +129,7 @@ def fold(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rank = {"failed": 2, "ran": 1, "cached": 0}
         if rank[r["status"]] > rank[cur["status"]]:
             cur["status"], cur["error"] = r["status"], r.get("error", "")
-    order = {s: i for i, s in enumerate(STEP_ORDER)}
+    order = {s: i for i, s in enumerate(STEPS)}
     return sorted(acc.values(), key=lambda r: (r["domain"], r["snapshot"], order.get(r["step"], 99)))
 
 
@@ -154,7 +154,7 @@ def finish_run(
         # A domain served whole from the cache ran no step in this build: its steps are all hits.
         if res.get("status") == "ok" and res.get("cached") and res["domain"] not in logged:
             for snap in res.get("snapshots", []):
-                for step in STEP_ORDER:
+                for step in STEPS:
                     lines.append(
                         {"domain": res["domain"], "snapshot": snap["snapshot"], "step": step}
                         | {"status": "cached", "wall_s": 0.0, "error": ""}
