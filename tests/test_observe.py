@@ -60,11 +60,29 @@ def test_finish_run_expands_a_domain_served_from_cache_and_writes_latest(tmp_pat
     cached_b = [r for r in s["steps"] if r["domain"] == "b"]
     assert len(cached_b) == 18 and {r["status"] for r in cached_b} == {"cached"}  # 2 snapshots x 9 steps
     assert s["totals"]["llm_calls"] == 4 and s["totals"]["steps_ran"] == 1
-    assert s["totals"]["cost_usd"] == pytest.approx(1000 * 3.0 / 1e6)
     on_disk = json.loads((tmp_path / "runs" / "latest.json").read_text())
     assert on_disk == json.loads((tmp_path / "runs" / s["run_id"] / "run.json").read_text())
     md = markdown_table(s)
     assert "| a | t1 | fill | ran |" in md and "- c: c: no such filing" in md
+    paper = finish_run(
+        tmp_path,
+        [{"status": "ok", "domain": "p", "kind": "arxiv", "cached": True, "snapshots": [{"snapshot": "W1"}]}],
+        kind="build",
+        model="m",
+        backend="offline",
+        prices={},
+        wall_s=1.0,
+    )
+    assert [r["step"] for r in paper["steps"]] == [
+        "fetch",
+        "convert",
+        "structure",
+        "questions",
+        "outline",
+        "fill",
+        "validate",
+    ]
+    assert s["totals"]["cost_usd"] == pytest.approx(1000 * 3.0 / 1e6)
 
 
 def test_an_interrupted_build_is_reported_and_set_aside(tmp_path):
