@@ -2,7 +2,9 @@
 
 Grounding sets are usually larger than one prompt should carry, so filling is explicitly
 per-element retrieval within a token budget (`budget_tokens`); passages are never cut mid-way and
-the budget used is recorded per element.
+the budget used is recorded per element. Placeholders are filled in outline order; an extractive
+backend (`backend.extractive`, the offline one) also gets the set of sentences already placed, so a
+sentence is never repeated in a later section (for paper sets; see tasks/llm/offline/fill.py).
 """
 
 from __future__ import annotations
@@ -34,13 +36,19 @@ def fill_report(
     k: int = 8,
 ) -> FillResult:
     index = RetrievalIndex(gset)
+    # An extractive backend (offline) is told which sentences earlier placeholders already hold, so that
+    # no sentence of G is copied into two sections; an LLM backend writes its own text.
+    placed: set[str] | None = set() if getattr(backend, "extractive", False) else None
     contents: dict[str, str] = {}
     evidence: dict[str, list[str]] = {}
     used: dict[str, int] = {}
     for ph in find_placeholders(outline):
         node = structure.find(ph.id)
         passages = index.search(node, structure, budget_tokens=budget_tokens, k=k)
-        content = backend.fill(node, structure, passages, ctx)
+        if placed is None:
+            content = backend.fill(node, structure, passages, ctx)
+        else:
+            content = backend.fill(node, structure, passages, ctx, used=placed)  # type: ignore[call-arg]
         if "<!-- FILL" in content:
             raise ValueError(f"fill for {node.id} left a placeholder")
         contents[node.id] = content

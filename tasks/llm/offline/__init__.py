@@ -31,6 +31,8 @@ class OfflineBackend:
     """Backend protocol implementation (see `tasks.llm.backend.Backend`) without any model."""
 
     name: Literal["offline"] = "offline"
+    # `fill` takes `used` (the sentences already placed in the report): see tasks/synthesize/fill.py
+    extractive = True
 
     def propose_structure(self, gset: GroundingSet, ctx: StepContext) -> ReportStructure:
         return _propose_structure(gset, ctx)
@@ -44,6 +46,11 @@ class OfflineBackend:
         return _add_questions(structure, gset, prev, ctx)
 
     def fill(
-        self, node: StructureNode, structure: ReportStructure, passages: list[Passage], ctx: StepContext
+        self,
+        node: StructureNode,
+        structure: ReportStructure,
+        passages: list[Passage],
+        ctx: StepContext,
+        used: set[str] | None = None,
     ) -> str:
-        return _fill(node, structure, passages, ctx)
+        return _fill(node, structure, passages, ctx, used)

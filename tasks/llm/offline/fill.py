@@ -16,12 +16,25 @@ reports this produces are *extractive baselines*; real builds use an LLM endpoin
 - **table**: the first retrieved table passage from the node's sources (else the first table passage),
   copied verbatim with its units/caption line. A table leaf over several sources (a survey's comparison
   table) becomes a grid with one row per source document: its title (from the structure), the best
-  "approach" and the best "result" sentence of that document's passages (3 points per strong cue such
-  as "we present"/"we find", 1 per weak cue such as "method"/"improves"/"20%", plus a quarter of the
-  query-term score; ties go to the earlier passage), copied verbatim ('|' escaped). Without a table
-  passage the text rule applies.
+  "approach" and the best "result" sentence of that document's passages (a sentence not yet placed in
+  the report first; then 3 points per strong cue such as "we present"/"we find", 1 per weak cue such as
+  "method"/"improves"/"20%", plus a quarter of the query-term score; ties go to the earlier passage),
+  copied verbatim ('|' escaped). A value the passages do not give is an empty cell, and a column empty
+  in every row is left out (no "not found" text). Without a table passage the text rule applies.
 - **figure**: the first figure passage (the `![...](...)` line and its caption), verbatim.
 - **list**: items of list passages, then relevant sentences, as `- ` items (at most 8, same budget).
+
+**Papers** (`ctx.source_kind == "arxiv"`): a sentence must make sense outside its paper. Inline
+footnotes are cut out of paragraphs, and every sentence goes through
+`tasks.llm.offline.clean.clean_sentence` (citation keys and reference parentheticals removed; a
+sentence with a bare key, a cross-reference such as "in Section 4" / "Table 2 shows" / "as shown
+above", a trailing ':' or a licence line is not used); captions and intro/footnote paragraphs of
+table and figure passages keep their label and their clean sentences (`clean_caption`). And no sentence
+is placed twice in one report: `fill` takes `used`, the keys of the sentences earlier placeholders
+hold (filled in outline order by `tasks.synthesize.fill.fill_report`); a sentence sharing a key with it
+is skipped, and the ones placed are added. A key is the whitespace-collapsed sentence and each piece
+of it between sentence-ending marks with 5 words or more. Filings are filled exactly as before
+(repeats only checked within one leaf, no cleaning).
 
 The output never contains a Markdown heading line (a line starting with '#' becomes bold text) nor the
 string '<!-- FILL'. With no usable passage the content is the fixed sentence `NO_EVIDENCE`.
@@ -34,6 +47,7 @@ import re
 from schemas.structure import ReportStructure, StructureNode
 from tasks.ground.tokens import count_tokens
 from tasks.llm.backend import Passage, StepContext
+from tasks.llm.offline.clean import clean_caption, clean_sentence, strip_footnotes
 from tasks.synthesize.retrieve import node_query, node_sources, split_sentences, terms
 
 NO_EVIDENCE = "No information on this topic is available in the grounding documents for this period."
@@ -88,14 +102,29 @@ def _usable(p: Passage) -> bool:
     return p.kind in ("text", "list") and not t.startswith("```") and not t.startswith("$$")
 
 
-def _units(p: Passage) -> list[str]:
-    """Sentences of a text passage, or the items (marker stripped) of a list passage, verbatim."""
+def _units(p: Passage, paper: bool = False) -> list[str]:
+    """Sentences of a text passage, or the items (marker stripped) of a list passage, verbatim; for a
+    paper (`paper`), footnotes cut out and each sentence through `clean_sentence` (None dropped)."""
     if p.kind == "list":
-        return [_ITEM.sub("", ln).strip() for ln in p.text.splitlines() if _ITEM.match(ln)]
-    out = []
-    for para in re.split(r"\n\s*\n", p.text):
-        out.extend(split_sentences(" ".join(para.split("\n"))))
+        out = [_ITEM.sub("", ln).strip() for ln in p.text.splitlines() if _ITEM.match(ln)]
+    else:
+        out = []
+        for para in re.split(r"\n\s*\n", p.text):
+            para = " ".join(para.split("\n"))
+            out.extend(split_sentences(strip_footnotes(para) if paper else para))
+    if paper:
+        out = [c for c in map(clean_sentence, out) if c]
     return out
+
+
+_PIECE = re.compile(r"(?<=[.!?])[\"”’)\]]*\s+(?=[\"“(\[]?[A-Z0-9])")
+
+
+def _keys(unit: str) -> set[str]:
+    """What makes a unit a repeat: its whitespace-collapsed text and that of every piece of it between
+    sentence-ending marks (with 5 words or more), so a sentence split differently elsewhere still counts."""
+    text = " ".join(unit.split())
+    return {text} | {p for p in (x.strip() for x in _PIECE.split(text)) if len(p.split()) >= MIN_WORDS}
 
 
 def _good(sentence: str) -> bool:
@@ -114,8 +143,11 @@ def _select(
     structure: ReportStructure | None,
     passages: list[Passage],
     max_units: int | None = None,
+    used: set[str] | None = None,
+    paper: bool = False,
 ) -> list[tuple[int, list[str]]]:
-    """[(passage index, kept units in original order)] in passage order, within the token budget."""
+    """[(passage index, kept units in original order)] in passage order, within the token budget; a unit
+    sharing a key with `used` (units placed earlier in the report) is skipped, chosen ones are added."""
     query = node_query(node, structure)
     budget = _budget(node, structure)
     srcs = set(node_sources(node, structure))
@@ -137,41 +169,57 @@ def _select(
     for i, p in enumerate(passages):
         if not _usable(p):
             continue
-        for j, u in enumerate(_units(p)):
+        for j, u in enumerate(_units(p, paper)):
             if _good(u) and _score(u, query) > 0:
                 cands.append((i, j, u, count_tokens(u), p.doc_id))
     top = max((_score(c[2], query) for c in cands), default=0.0)
     cands = [c for c in cands if _score(c[2], query) >= MIN_RELATIVE_SCORE * top]
-    seen: set[str] = set()
+    keys = _keys if paper else (lambda u: {u})  # filings: exact repeats within the leaf only
+    seen: set[str] = set(used or ())
     chosen: set[tuple[int, int]] = set()
     left = budget
     per_doc: dict[str, int] = {}
     for limit_by_doc in (True, False):
         for i, j, u, t, doc in cands:
-            if (i, j) in chosen or u in seen or t > left:
+            if (i, j) in chosen or t > left or not seen.isdisjoint(keys(u)):
                 continue
             if max_units is not None and len(chosen) >= max_units:
                 break
             if limit_by_doc and per_doc.get(doc, 0) + t > share:
                 continue
             chosen.add((i, j))
-            seen.add(u)
+            seen |= keys(u)
             left -= t
             per_doc[doc] = per_doc.get(doc, 0) + t
     out: dict[int, list[str]] = {}
     for i, j, u, _, _ in cands:
         if (i, j) in chosen:
             out.setdefault(i, []).append(u)
+            if used is not None:
+                used |= _keys(u)
     return sorted(out.items())
 
 
-def _text(node: StructureNode, structure: ReportStructure | None, passages: list[Passage]) -> str:
-    return "\n\n".join(" ".join(units) for _, units in _select(node, structure, passages))
+def _text(
+    node: StructureNode,
+    structure: ReportStructure | None,
+    passages: list[Passage],
+    used: set[str] | None = None,
+    paper: bool = False,
+) -> str:
+    sel = _select(node, structure, passages, used=used, paper=paper)
+    return "\n\n".join(" ".join(units) for _, units in sel)
 
 
-def _list(node: StructureNode, structure: ReportStructure | None, passages: list[Passage]) -> str:
+def _list(
+    node: StructureNode,
+    structure: ReportStructure | None,
+    passages: list[Passage],
+    used: set[str] | None = None,
+    paper: bool = False,
+) -> str:
     ordered = [p for p in passages if p.kind == "list"] + [p for p in passages if p.kind != "list"]
-    sel = _select(node, structure, ordered, LIST_ITEMS)
+    sel = _select(node, structure, ordered, LIST_ITEMS, used=used, paper=paper)
     return "\n".join(f"- {u}" for _, units in sel for u in units)
 
 
@@ -187,20 +235,26 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def _comparison(node: StructureNode, structure: ReportStructure | None, passages: list[Passage]) -> str:
+def _comparison(
+    node: StructureNode,
+    structure: ReportStructure | None,
+    passages: list[Passage],
+    used: set[str] | None = None,
+    paper: bool = False,
+) -> str:
     titles: dict[str, str] = {}
     if structure is not None:
         for n in structure.walk():
             if n.type == "subsection" and len(n.sources) == 1:
                 titles.setdefault(n.sources[0], n.title)
     query = node_query(node, structure)
-    rows = []
+    rows: list[tuple[str, str, str]] = []
     for doc in node.sources:
         units = [
             (u, k)
             for k, p in enumerate(passages)
             if p.doc_id == doc and _usable(p)
-            for u in _units(p)
+            for u in _units(p, paper)
             if _good(u) and len(u.split()) <= 60
         ]
         if not units:
@@ -208,21 +262,49 @@ def _comparison(node: StructureNode, structure: ReportStructure | None, passages
 
         def best(cues: tuple[re.Pattern[str], re.Pattern[str]], exclude: str = "", units=units) -> str:
             scored = [
-                (3 * len(cues[0].findall(u)) + len(cues[1].findall(u)) + 0.25 * _score(u, query), -k, -i, u)
+                (
+                    used is None or used.isdisjoint(_keys(u)),  # a sentence not yet in the report first
+                    3 * len(cues[0].findall(u)) + len(cues[1].findall(u)) + 0.25 * _score(u, query),
+                    -k,
+                    -i,
+                    u,
+                )
                 for i, (u, k) in enumerate(units)
                 if u != exclude and (cues[0].search(u) or cues[1].search(u))
             ]
-            return max(scored)[3] if scored else ""
+            return max(scored)[4] if scored else ""
 
         approach = best(_APPROACH)
         result = best(_RESULT, approach)
         if not approach and not result:
             continue
-        na = "not stated in the retrieved passages"
-        rows.append(f"| {_cell(titles.get(doc, doc))} | {_cell(approach) or na} | {_cell(result) or na} |")
+        rows.append((titles.get(doc, doc), approach, result))
     if not rows:
         return ""
-    return "\n".join(["| Paper | Approach | Key result |", "|---|---|---|", *rows])
+    # a value the passages do not give stays an empty cell; a column empty in every row is left out
+    cols = [c for c in (1, 2) if any(r[c] for r in rows)]
+    header = ["Paper"] + [("Approach", "Key result")[c - 1] for c in cols]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in rows:
+        lines.append("| " + " | ".join(_cell(r[c]) for c in (0, *cols)) + " |")
+        if used is not None:
+            for c in cols:
+                if r[c]:
+                    used |= _keys(r[c])
+    return "\n".join(lines)
+
+
+def _clean_block(text: str) -> str:
+    """A table or figure passage of a paper with its caption/intro/footnote paragraphs cleaned
+    (`clean_caption`): the table rows and the `![...](...)` line are kept as they are."""
+    out = []
+    for para in re.split(r"\n\s*\n", text):
+        s = para.strip()
+        if s.startswith("|") or s.startswith("!["):
+            out.append(para)
+        elif c := clean_caption(s):
+            out.append(c)
+    return "\n\n".join(out)
 
 
 def sanitize(markdown: str) -> str:
@@ -241,20 +323,28 @@ def fill(
     structure: ReportStructure | None,
     passages: list[Passage],
     ctx: StepContext | None = None,
+    used: set[str] | None = None,
 ) -> str:
-    """Extractive Markdown for one leaf (see the module docstring); `ctx` only names the step."""
+    """Extractive Markdown for one leaf (see the module docstring); `ctx` names the step and tells a
+    paper set (`source_kind == "arxiv"`) from a filing; `used` collects the sentences already placed in
+    the report (papers only: none of them is placed again)."""
+    paper = ctx is not None and ctx.source_kind == "arxiv"
+    used = used if paper else None
     out = ""
     if node.type == "table":
         if len(node.sources) >= 2:
-            out = _comparison(node, structure, passages)
+            out = _comparison(node, structure, passages, used, paper)
         else:
             p = _prefer_sources(node, structure, passages, "table")
-            out = p.text if p is not None else _text(node, structure, passages)
+            if p is not None:
+                out = _clean_block(p.text) if paper else p.text
+            else:
+                out = _text(node, structure, passages, used, paper)
     elif node.type == "figure":
         p = _prefer_sources(node, structure, passages, "figure")
-        out = p.text if p is not None else ""
+        out = (_clean_block(p.text) if paper else p.text) if p is not None else ""
     elif node.type == "list":
-        out = _list(node, structure, passages)
+        out = _list(node, structure, passages, used, paper)
     else:
-        out = _text(node, structure, passages)
+        out = _text(node, structure, passages, used, paper)
     return sanitize(out) or NO_EVIDENCE
