@@ -255,11 +255,11 @@ def report_row(domain: dict, snap: dict) -> dict:
 
 
 def config_digest(cfg: FrameConfig) -> str:
-    """What was built and how; where the data folder lives is not part of a release's identity."""
+    """What was built and how; where the data folder and the mirror live is not part of a release's
+    identity (the mirror's files are, by their sha256 in the manifest's sources)."""
     # Nor are where tasks run ([run]) and the price table: they never change what is built.
-    return hashlib.sha256(
-        cfg.model_dump_json(exclude={"build": {"data_dir"}, "run": True, "prices": True}).encode()
-    ).hexdigest()
+    exclude = {"build": {"data_dir"}, "source": {"mirror"}, "run": True, "prices": True}
+    return hashlib.sha256(cfg.model_dump_json(exclude=exclude).encode()).hexdigest()
 
 
 @flow(name="build", log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=2))

@@ -53,7 +53,14 @@ def ground(
         if kind is not None and kind not in KIND_CHOICES:
             raise FrameInputError("--kind", f"must be one of {', '.join(KIND_CHOICES)} (got {kind!r})")
         data = _read_input(path)
-        result = ground_source(data, str(path), kind=kind, expected_form=form)  # type: ignore[arg-type]
+        # errors name the path given; the documents record only the file name (no machine path)
+        result = ground_source(
+            data,
+            str(path),
+            kind=kind,  # type: ignore[arg-type]
+            expected_form=form,
+            source_ref=path.name,
+        )
         write_grounding(result, out)
     except FrameInputError as exc:
         _fail(exc)

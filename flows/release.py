@@ -89,6 +89,7 @@ def release_tables(results: list[dict]) -> tuple[dict[str, list[dict]], list[dic
                 for f in pq.read_table(facts_path).to_pylist():
                     tables["facts"].append({"domain": dom["domain"], "snapshot": t, **f})
             for raw in snap["ground"]["raw"]:
+                # portable: a URL, or the path relative to the mirror folder (never a machine path)
                 sources[raw["location"]] = raw["sha256"]
         snaps = [s["snapshot"] for s in dom["snapshots"]]
         tables["instances"] += make_instances(dom["category"], dom["domain"], snaps, reports, grounding)

@@ -918,7 +918,7 @@ def write_outputs(
     plots = _plots(scores, features, out / "plots")
     buf = io.StringIO()
     manifest = {
-        "release": str(release),
+        "release": release_id(release),
         "release_manifest_sha256": _file_sha(release / "manifest.json"),
         "systems": systems,
         "metrics": metrics,
@@ -954,6 +954,15 @@ def _plots(scores: pd.DataFrame, features: pd.DataFrame, folder: Path) -> list[P
     plots = plot_metric_vs_buckets(scores, features, folder)
     atomic_write_text(stamp, json.dumps({"sha256": h.hexdigest(), "files": [p.name for p in plots]}) + "\n")
     return plots
+
+
+def release_id(release: Path) -> str:
+    """The release scored, named portably: `<name>/<version>` (never its folder on this machine)."""
+    try:
+        m = json.loads((release / "manifest.json").read_text(encoding="utf-8"))
+        return f"{m['name']}/{m['version']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"{release.parent.name}/{release.name}"
 
 
 def _file_sha(path: Path) -> str | None:

@@ -10,18 +10,22 @@ from pydantic import BaseModel, ConfigDict, Field
 class RawFile(BaseModel):
     """One raw file as stored by `tasks.fetch.store.store_raw`.
 
-    `path` is the absolute path of the content-addressed blob; `location` says where the bytes came
-    from (a URL for live fetches, the mirror file path for mirror fetches).
+    Every field is portable (no path of the building machine: the record can be published and the
+    data folder or the mirror moved): `path` is the content-addressed blob relative to the data
+    folder (`raw/sha256/<aa>/<sha256><ext>`); `location` says where the bytes came from: a URL for
+    live fetches, the path relative to the mirror folder for mirror fetches
+    (`edgar/AAPL/10-Q/2025-06-28.htm`, `arxiv/<topic>/<id>.html`). `tasks.fetch.store.read_raw`
+    resolves both against the data folder and the mirror.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    path: str
+    path: str = Field(description="blob path relative to the data folder: raw/sha256/<aa>/<sha256><ext>")
     size: int = Field(ge=0)
     source: Literal["edgar", "arxiv"]
     origin: Literal["mirror", "live"]
-    location: str
+    location: str = Field(description="URL (live) or path relative to the mirror folder (mirror)")
     domain: str
     snapshot: str = Field(description="period-end ISO date (EDGAR) or window label (arXiv)")
     # EDGAR

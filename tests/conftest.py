@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -101,19 +102,38 @@ def frame_env(prefect_home: Path) -> dict[str, str]:
     return env
 
 
+# The folder the demo release's mirror is copied into: a name no output may hold
+# (tests/test_portable_paths.py: a release names its sources portably, never by a machine path).
+ODD_MIRROR_DIR = "wEiRd-Mirror_ÄØ 42"
+
+
+def copy_mirror(dest: Path, kinds: tuple[str, ...] = ("edgar", "arxiv")) -> Path:
+    """A writable copy of the corpus' `kinds` folders (MANIFEST.csv and files) in `dest`."""
+    for kind in kinds:
+        for src in sorted((CORPUS / kind).rglob("*")):
+            if src.is_file():
+                target = dest / src.relative_to(CORPUS)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, target)
+    return dest
+
+
 @pytest.fixture(scope="session")
 def demo_release(tmp_path_factory) -> Path:
     """The demo release (configs/demo.toml: the whole shared corpus, offline backend), built once per
-    test session into a temporary data folder with `frame build`; returns the release folder."""
+    test session into a temporary data folder with `frame build`; returns the release folder.
+    The mirror is a copy of the corpus in a folder named ODD_MIRROR_DIR, so that
+    tests/test_portable_paths.py can check that no output names it."""
     import subprocess
     import sys
 
     if not CORPUS.is_dir():
         pytest.skip(f"shared corpus not found at {CORPUS}")
     tmp = tmp_path_factory.mktemp("demo")
+    mirror = copy_mirror(tmp / ODD_MIRROR_DIR / "corpus")
     text = (ROOT / "configs" / "demo.toml").read_text(encoding="utf-8")
     text = text.replace('data_dir = "../data"', f'data_dir = "{tmp / "data"}"')
-    text = text.replace('mirror = "../../shared/corpus"', f'mirror = "{CORPUS}"')
+    text = text.replace('mirror = "../../shared/corpus"', f'mirror = "{mirror}"')
     cfg = tmp / "demo.toml"
     cfg.write_text(text, encoding="utf-8")
     frame = str(Path(sys.executable).with_name("frame"))

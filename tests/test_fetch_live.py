@@ -111,7 +111,7 @@ def test_live_edgar_stores_real_filing(sec, tmp_path):
     (raw,) = fetch_snapshot(cfg, cfg.domains[0], "2025-03-29")
     corpus = AAPL_DOC.read_bytes()
     assert raw.sha256 == sha(corpus) == "487848fb1b223cb23fe4f359fce0795902800a81f386d372fc2507d36569a003"
-    assert read_raw(raw) == corpus
+    assert read_raw(raw, cfg.build.data_dir) == corpus
     assert (raw.origin, raw.source, raw.accession, raw.location) == ("live", "edgar", ACCESSION, PRIMARY_URL)
     assert (raw.ticker, raw.cik, raw.form, raw.period_end, raw.title) == (
         "AAPL",
@@ -234,7 +234,7 @@ def test_live_arxiv_stores_paper_html(httpserver, tmp_path):
     (raw,) = live_arxiv(
         cfg, cfg.domains[0], "W1", api_url=httpserver.url_for("/api/query?{}"), delay_seconds=0
     )
-    assert raw.sha256 == sha(paper) and read_raw(raw) == paper
+    assert raw.sha256 == sha(paper) and read_raw(raw, cfg.build.data_dir) == paper
     assert (raw.arxiv_id, raw.arxiv_version, raw.first_version_date) == ("1605.08386", "v1", "2016-05-26")
     assert raw.title == "Heat-bath random walks with Markov bases"
     assert (raw.source, raw.origin, raw.location) == (

@@ -142,10 +142,10 @@ def test_every_edgar_snapshot_matches_manifest(fetched):
             row["form"],
         )
         assert (raw.period_end, raw.snapshot, raw.cik) == (row["period_end"], row["period_end"], row["cik"])
-        assert raw.location == str(CORPUS / "edgar" / row["path"])
-        blob = Path(raw.path)
-        assert blob == cfg.build.data_dir / "raw" / "sha256" / raw.sha256[:2] / f"{raw.sha256}.htm"
-        assert hashlib.sha256(read_raw(raw)).hexdigest() == row["sha256"]
+        # portable: relative to the mirror folder and to the data folder
+        assert raw.location == f"edgar/{row['path']}"
+        assert raw.path == f"raw/sha256/{raw.sha256[:2]}/{raw.sha256}.htm"
+        assert hashlib.sha256(read_raw(raw, cfg.build.data_dir)).hexdigest() == row["sha256"]
         record = cfg.build.data_dir / "raw/provenance/edgar" / key[0] / key[1] / f"{raw.sha256}.json"
         assert RawFile.model_validate(json.loads(record.read_text())) == raw
     # the accession is read from the source path when it carries one
@@ -157,7 +157,7 @@ def test_every_edgar_snapshot_matches_manifest(fetched):
 
 @pytest.mark.parametrize(("domain", "windows"), [(GW, GW_WINDOWS), (EXO, EXO_WINDOWS)])
 def test_arxiv_windows_pick_readme_papers(fetched, domain, windows):
-    _, results = fetched
+    cfg, results = fetched
     sha = {r["arxiv_id"]: r for r in manifest_rows(ARXIV_MANIFEST)}
     for label, (_, _, expected) in windows.items():
         raws = results[(domain.name, label)]
@@ -165,8 +165,9 @@ def test_arxiv_windows_pick_readme_papers(fetched, domain, windows):
         for raw in raws:
             row = sha[raw.arxiv_id]
             assert raw.sha256 == row["sha256"]
-            assert hashlib.sha256(read_raw(raw)).hexdigest() == row["sha256"]
+            assert hashlib.sha256(read_raw(raw, cfg.build.data_dir)).hexdigest() == row["sha256"]
             assert (raw.title, raw.first_version_date) == (row["title"], row["first_version_date"])
+            assert raw.location == f"arxiv/{row['path']}"
             assert (raw.source, raw.origin, raw.snapshot) == ("arxiv", "mirror", label)
             assert raw.path.endswith(".html")
 
@@ -337,7 +338,7 @@ def test_store_rejects_bad_extension(tmp_path, ext):
 def test_store_layout_idempotence_and_tamper_check(tmp_path):
     raw = store_raw(tmp_path, b"hello", ".htm", **provenance(accession="0000320193-25-000057"))
     sha = hashlib.sha256(b"hello").hexdigest()
-    assert raw.path == str(tmp_path / "raw/sha256" / sha[:2] / f"{sha}.htm")
+    assert raw.path == f"raw/sha256/{sha[:2]}/{sha}.htm"  # relative to the data folder
     assert raw.fetched_at.endswith("Z") and raw.size == 5
     record = tmp_path / "raw/provenance/edgar/d/s1" / f"{sha}.json"
     assert json.loads(record.read_text())["accession"] == "0000320193-25-000057"
@@ -351,19 +352,37 @@ def test_store_layout_idempotence_and_tamper_check(tmp_path):
         and tree_state(tmp_path)[f"raw/sha256/{sha[:2]}/{sha}.htm"]
         == state[f"raw/sha256/{sha[:2]}/{sha}.htm"]
     )
-    blob = Path(raw.path)
+    blob = tmp_path / raw.path
     assert not os.access(blob, os.W_OK) or os.geteuid() == 0  # blobs are read-only
     blob.chmod(0o644)
     blob.write_bytes(b"HELLO")
     with pytest.raises(FrameInputError, match=f"{blob}.*changed.*frame rerun fetch"):
-        read_raw(raw)  # a live fetch cannot be restored here (tests/reliability/test_corrupt_cache.py)
+        read_raw(raw, tmp_path)  # a live fetch cannot be restored (tests/reliability/test_corrupt_cache.py)
     assert not blob.exists()  # quarantined
     blob.write_bytes(b"HELLO")
     store_raw(tmp_path, b"hello", ".htm", **provenance())  # storing the bytes again repairs the blob
-    assert blob.read_bytes() == b"hello" and read_raw(raw) == b"hello"
+    assert blob.read_bytes() == b"hello" and read_raw(raw, tmp_path) == b"hello"
     blob.unlink()
     with pytest.raises(FrameInputError, match="missing"):
-        read_raw(raw)
+        read_raw(raw, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "over",
+    [
+        {"origin": "mirror", "location": "/abs/corpus/edgar/AAPL/10-Q/2025-06-28.htm"},
+        {"origin": "mirror", "location": "C:\\corpus\\edgar\\a.htm"},
+        {"origin": "mirror", "location": "edgar/../../a.htm"},
+        {"origin": "mirror", "location": ""},
+        {"origin": "live", "location": "/abs/a.htm"},
+        {"origin": "live", "location": "www.sec.gov/a.htm"},
+    ],
+)
+def test_store_refuses_machine_paths_as_location(tmp_path, over):
+    """A provenance record names its source portably: a URL or a path relative to the mirror."""
+    with pytest.raises(FrameInputError, match="provenance.location"):
+        store_raw(tmp_path, b"hello", ".htm", **provenance(**over))
+    assert not any(p.is_file() for p in tmp_path.rglob("*"))
 
 
 def test_store_rejects_bad_field_values(tmp_path):

@@ -79,6 +79,12 @@ def _row_file(row: ManifestRow) -> Path:
     return row.manifest.parent.joinpath(*pure.parts)
 
 
+def mirror_location(kind: str, row: ManifestRow) -> str:
+    """The row's file named portably, relative to the mirror folder: `edgar/AAPL/10-Q/2025-06-28.htm`,
+    `arxiv/<topic>/<id>.html` (what provenance records, grounding documents and releases hold)."""
+    return PurePosixPath(kind, row.fields["path"]).as_posix()
+
+
 def verified_bytes(row: ManifestRow) -> tuple[Path, bytes]:
     """Read a manifest row's file and check it against the row's sha256."""
     path = _row_file(row)
@@ -122,7 +128,7 @@ def mirror_edgar(cfg: FrameConfig, domain: EdgarDomain, snapshot: str) -> RawFil
         lines = ", ".join(str(r.line) for r in matches)
         raise FrameInputError(manifest, f"several filings for {what} (lines {lines})")
     row = matches[0]
-    path, data = verified_bytes(row)
+    _, data = verified_bytes(row)
     accession = _ACCESSION.search(row.fields.get("source_path", ""))
     return store_raw(
         cfg.build.data_dir,
@@ -130,7 +136,7 @@ def mirror_edgar(cfg: FrameConfig, domain: EdgarDomain, snapshot: str) -> RawFil
         ".htm",
         source="edgar",
         origin="mirror",
-        location=str(path),
+        location=mirror_location("edgar", row),
         domain=domain.name,
         snapshot=snapshot,
         accession=accession.group(1) if accession else None,
@@ -207,7 +213,7 @@ def mirror_arxiv(cfg: FrameConfig, domain: ArxivDomain, snapshot: str) -> list[R
     out = []
     for row in picked:
         arxiv_id = row.fields["arxiv_id"]
-        path, data = verified_bytes(row)
+        _, data = verified_bytes(row)
         out.append(
             store_raw(
                 cfg.build.data_dir,
@@ -215,7 +221,7 @@ def mirror_arxiv(cfg: FrameConfig, domain: ArxivDomain, snapshot: str) -> list[R
                 ".html",
                 source="arxiv",
                 origin="mirror",
-                location=str(path),
+                location=mirror_location("arxiv", row),
                 domain=domain.name,
                 snapshot=snapshot,
                 arxiv_id=arxiv_id,

@@ -4,6 +4,10 @@ Layout under a data dir:
 - blobs: `raw/sha256/<aa>/<sha256><ext>` (written once, atomically, never rewritten; read-only mode)
 - provenance: `raw/provenance/<source>/<domain>/<snapshot>/<sha256>.json` (one RawFile record each)
 
+A record holds no path of the building machine: the blob path is relative to the data folder and a
+mirror file is named by its path relative to the mirror folder (`edgar/AAPL/10-Q/2025-06-28.htm`);
+`read_raw` resolves them against the data folder and mirror it is given.
+
 Storing the same bytes with the same provenance again writes nothing (the first record, with its
 `fetched_at`, is kept), so a rerun of a fetch is a no-op on disk.
 
@@ -22,7 +26,7 @@ import json
 import logging
 import os
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from pydantic import ValidationError
@@ -35,6 +39,7 @@ _COMPONENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _EXT = re.compile(r"^(\.[A-Za-z0-9]{1,10})?$")
 _SHA = re.compile(r"^[0-9a-f]{64}$")
 _SOURCES = ("edgar", "arxiv")
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://\S+$")
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +59,51 @@ def safe_component(value: Any, field: str) -> str:
     return text
 
 
-def blob_path(data_dir: str | Path, sha256: str, ext: str = "") -> Path:
+def blob_relpath(sha256: str, ext: str = "") -> str:
+    """The blob's path relative to the data folder (what a RawFile records): raw/sha256/<aa>/<sha><ext>."""
     if not _SHA.fullmatch(sha256):
         raise FrameInputError("provenance.sha256", f"not a sha256 hex digest: {sha256!r}")
     if not _EXT.fullmatch(ext):
         raise FrameInputError("provenance.ext", f"unsafe file extension {ext!r}")
-    return Path(data_dir).absolute() / "raw" / "sha256" / sha256[:2] / f"{sha256}{ext}"
+    return f"raw/sha256/{sha256[:2]}/{sha256}{ext}"
+
+
+def blob_path(data_dir: str | Path, sha256: str, ext: str = "") -> Path:
+    return Path(data_dir).absolute() / blob_relpath(sha256, ext)
+
+
+def raw_blob(data_dir: str | Path, raw: RawFile) -> Path:
+    """Where `raw`'s blob lives in the data folder `data_dir`."""
+    return Path(data_dir).absolute() / raw.path
+
+
+def mirror_file(raw: RawFile, mirror: str | Path | None) -> Path | None:
+    """The mirror file a mirror-fetched `raw` was read from (None: a live fetch, or no mirror given)."""
+    if raw.origin != "mirror" or mirror is None:
+        return None
+    return Path(mirror).absolute().joinpath(*PurePosixPath(raw.location).parts)
+
+
+def _check_location(origin: Any, location: Any) -> None:
+    """A record names its source portably: a URL (live) or a path relative to the mirror folder."""
+    loc = str(location or "")
+    if origin == "live":
+        ok = bool(_URL.match(loc))
+        want = "a URL"
+    elif origin == "mirror":
+        pure = PurePosixPath(loc)
+        ok = bool(loc) and not (
+            pure.is_absolute()
+            or PureWindowsPath(loc).drive
+            or "\\" in loc
+            or "\x00" in loc
+            or any(part in ("..", "") for part in loc.split("/"))
+        )
+        want = "a path relative to the mirror folder (no machine path, no '..')"
+    else:
+        return  # RawFile's own validation names a bad origin
+    if not ok:
+        raise FrameInputError("provenance.location", f"must be {want}, not {loc!r}")
 
 
 def provenance_dir(data_dir: str | Path, source: str, domain: str, snapshot: str) -> Path:
@@ -98,20 +142,23 @@ def store_raw(data_dir: str | Path, data: bytes, ext: str, **provenance: Any) ->
     """Store `data` content-addressed and record its provenance; return the RawFile record.
 
     `provenance` holds the RawFile fields other than sha256/path/size/fetched_at (source, origin,
-    location, domain, snapshot, and the EDGAR or arXiv identifiers).
+    location, domain, snapshot, and the EDGAR or arXiv identifiers). `location` must be portable: a
+    URL, or a mirror file's path relative to the mirror folder.
     """
     for computed in ("sha256", "path", "size", "fetched_at"):
         if computed in provenance:
             raise TypeError(f"store_raw computes {computed!r} itself")
+    _check_location(provenance.get("origin"), provenance.get("location"))
     sha = hashlib.sha256(data).hexdigest()
-    blob = blob_path(data_dir, sha, ext)
+    rel = blob_relpath(sha, ext)
+    blob = Path(data_dir).absolute() / rel
     record_dir = provenance_dir(
         data_dir, provenance.get("source", ""), provenance.get("domain", ""), provenance.get("snapshot", "")
     )
     try:
         raw = RawFile(
             sha256=sha,
-            path=str(blob),
+            path=rel,
             size=len(data),
             fetched_at=dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
             **provenance,
@@ -157,11 +204,11 @@ def quarantine_blob(blob: Path) -> Path:
     return dest
 
 
-def _restore_from_mirror(raw: RawFile, path: Path) -> bytes | None:
+def _restore_from_mirror(raw: RawFile, path: Path, mirror: str | Path | None) -> bytes | None:
     """The blob's bytes again from the mirror file it was fetched from, if that still matches."""
-    if raw.origin != "mirror":
+    source = mirror_file(raw, mirror)
+    if source is None:
         return None
-    source = Path(raw.location)
     try:
         data = source.read_bytes()
     except OSError:
@@ -172,10 +219,11 @@ def _restore_from_mirror(raw: RawFile, path: Path) -> bytes | None:
     return data
 
 
-def read_raw(raw: RawFile) -> bytes:
-    """Read a stored blob back, re-verifying its sha256; a bad blob is restored from its mirror file
-    when possible (logged), else reading fails in one line naming the blob and how to fetch it again."""
-    path = Path(raw.path)
+def read_raw(raw: RawFile, data_dir: str | Path, mirror: str | Path | None = None) -> bytes:
+    """Read a stored blob back from the data folder `data_dir`, re-verifying its sha256; a bad blob is
+    restored from its file in `mirror` when possible (logged), else reading fails in one line naming
+    the blob and how to fetch it again."""
+    path = raw_blob(data_dir, raw)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -190,11 +238,12 @@ def read_raw(raw: RawFile) -> bytes:
     if os.path.lexists(path):
         where = quarantine_blob(path)
         problem += f"; moved to {where}"
-    restored = _restore_from_mirror(raw, path)
+    restored = _restore_from_mirror(raw, path, mirror)
+    came_from = mirror_file(raw, mirror) or raw.location
     if restored is not None:
-        log.warning("stored blob %s %s; restored from the mirror file %s", path, problem, raw.location)
+        log.warning("stored blob %s %s; restored from the mirror file %s", path, problem, came_from)
         return restored
-    log.warning("stored blob %s %s; it cannot be restored from %s", path, problem, raw.location)
+    log.warning("stored blob %s %s; it cannot be restored from %s", path, problem, came_from)
     raise FrameInputError(
         path,
         f"stored blob {problem}; fetch it again: frame rerun fetch --domain {raw.domain} "

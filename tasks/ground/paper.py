@@ -927,20 +927,26 @@ def _page_metadata(root: Any, text: str, source_name: str) -> dict:
 # entry point
 
 
-def paper_to_markdown(html: bytes | str, *, source_name: str, meta: dict | None = None) -> PaperMarkdown:
-    """Convert one LaTeXML paper page to a Markdown grounding document (see module docstring)."""
+def paper_to_markdown(
+    html: bytes | str, *, source_name: str, meta: dict | None = None, source_ref: str | None = None
+) -> PaperMarkdown:
+    """Convert one LaTeXML paper page to a Markdown grounding document (see module docstring).
+
+    `source_name` names the page in error messages; `source_ref` (default `source_name`) is the
+    portable name the document records (`- Source:` line, metadata `source_name`): a URL, a
+    mirror-relative path or a file name, never a path of the building machine."""
     meta = dict(meta or {})
     text = _decode(html, source_name)
     _check_complete(text, source_name)
     root = _parse(text, source_name)
     try:
-        return _convert(root, text, source_name, meta)
+        return _convert(root, text, source_name, meta, source_ref or source_name)
     except RecursionError:
         # the renderer recurses per element: real LaTeXML pages nest a few dozen levels, not hundreds
         raise FrameInputError(source_name, "elements nested too deeply to convert") from None
 
 
-def _convert(root: Any, text: str, source_name: str, meta: dict) -> PaperMarkdown:
+def _convert(root: Any, text: str, source_name: str, meta: dict, source_ref: str) -> PaperMarkdown:
     doc = _pick_document(root, source_name)
 
     stats = _Stats()
@@ -1015,7 +1021,7 @@ def _convert(root: Any, text: str, source_name: str, meta: dict) -> PaperMarkdow
         metadata["manifest_title"] = meta["title"]
     metadata.update(
         {
-            "source_name": source_name,
+            "source_name": source_ref,
             "authors": authors,
             "subtitle": subtitle or None,
             "keywords": keywords or None,
@@ -1047,7 +1053,7 @@ def _convert(root: Any, text: str, source_name: str, meta: dict) -> PaperMarkdow
         info.append(f"- Classification: {classification}")
     if metadata.get("license"):
         info.append(f"- License: {metadata['license']}")
-    info.append(f"- Source: {source_name} ({metadata.get('flavor', 'latexml')})")
+    info.append(f"- Source: {source_ref} ({metadata.get('flavor', 'latexml')})")
     lines += info + [""]
     for n in title_notes:
         lines += [n, ""]

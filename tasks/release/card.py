@@ -201,7 +201,14 @@ def render_card(
             out.append(f"| {_cell(role)} | `{sha}` |")
     out += ["", "## Provenance", ""]
     if manifest.sources:
-        out += ["| Source | sha256 |", "|---|---|"]
+        out += [
+            "Each raw source with the sha256 of its bytes: a URL (fetched live) or a path relative to a "
+            "mirror folder laid out like the shared corpus (`edgar/<ticker>/<form>/<period end>.htm`, "
+            "`arxiv/<topic>/<arXiv id>.html`, listed with their origin in that folder's `MANIFEST.csv`).",
+            "",
+            "| Source | sha256 |",
+            "|---|---|",
+        ]
         for s in sorted(manifest.sources, key=lambda s: (s.path_or_url, s.sha256)):
             out.append(f"| {_cell(s.path_or_url)} | `{s.sha256}` |")
     else:

@@ -17,7 +17,7 @@ import shutil
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 import numpy as np
@@ -295,11 +295,28 @@ def _base_manifest(name: str, version: str, manifest_fields: Mapping[str, Any]) 
     created = fields.get("created_at") or datetime.now(UTC).isoformat(timespec="seconds")
     fields["created_at"] = created.isoformat() if isinstance(created, datetime) else created
     try:
-        return ReleaseManifest(name=name, version=version, writer=f"pyarrow {pa.__version__}", **fields)
+        manifest = ReleaseManifest(name=name, version=version, writer=f"pyarrow {pa.__version__}", **fields)
     except ValidationError as e:
         err = e.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
         raise FrameInputError(f"manifest_fields.{loc}", err["msg"]) from e
+    for i, src in enumerate(manifest.sources):
+        if is_machine_path(src.path_or_url):
+            raise FrameInputError(
+                f"manifest_fields.sources.{i}.path_or_url",
+                f"{src.path_or_url!r} is a path of this machine; a release names its sources portably "
+                "(a URL or a path relative to the mirror folder)",
+            )
+    return manifest
+
+
+def is_machine_path(value: str) -> bool:
+    """An absolute local path (POSIX, Windows drive or UNC) or a file: URL: not portable."""
+    return (
+        PurePosixPath(value).is_absolute()
+        or bool(PureWindowsPath(value).drive)
+        or value.lower().startswith("file:")
+    )
 
 
 def _build(

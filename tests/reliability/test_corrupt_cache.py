@@ -263,27 +263,32 @@ def test_embedding_cache_truncated_empty_and_nan_entries(tmp_path, caplog):
 
 
 def _mirror_raw(tmp_path: Path, content: bytes):
-    mirror = tmp_path / "mirror" / "paper.html"
+    mirror = tmp_path / "mirror" / "arxiv" / "paper.html"
     mirror.parent.mkdir(parents=True)
     mirror.write_bytes(content)
-    prov = dict(source="arxiv", origin="mirror", location=str(mirror), domain="gw", snapshot="W1")
+    # the record names the file relative to the mirror folder; read_raw is given the folder
+    prov = dict(source="arxiv", origin="mirror", location="arxiv/paper.html", domain="gw", snapshot="W1")
     return mirror, store_raw(tmp_path / "data", content, ".html", **prov)
+
+
+def _read(raw, tmp_path: Path) -> bytes:
+    return read_raw(raw, tmp_path / "data", tmp_path / "mirror")
 
 
 def test_raw_blob_restored_from_its_mirror_file(tmp_path, caplog):
     content = b"<html><body>" + b"paper " * 1000 + b"</body></html>"
     mirror, raw = _mirror_raw(tmp_path, content)
-    blob = Path(raw.path)
+    blob = tmp_path / "data" / raw.path
     blob.chmod(0o644)
     blob.write_bytes(content[:100])  # truncated on disk
     with caplog.at_level(logging.WARNING, logger="tasks.fetch.store"):
-        assert read_raw(raw) == content
+        assert _read(raw, tmp_path) == content
     assert blob.read_bytes() == content and blob.stat().st_mode & 0o777 == 0o444
     assert (tmp_path / "data" / "raw" / ".quarantine" / blob.name).read_bytes() == content[:100]
     msg = caplog.records[-1].getMessage()
     assert str(blob) in msg and "changed on disk" in msg and f"restored from the mirror file {mirror}" in msg
     blob.unlink()  # missing: restored the same way
-    assert read_raw(raw) == content and "is missing" in caplog.records[-1].getMessage()
+    assert _read(raw, tmp_path) == content and "is missing" in caplog.records[-1].getMessage()
 
 
 @pytest.mark.parametrize("why", ["mirror changed too", "live fetch"])
@@ -294,11 +299,11 @@ def test_raw_blob_that_cannot_be_restored_is_a_clear_error(tmp_path, caplog, why
         raw = raw.model_copy(update={"origin": "live", "location": "https://example.test/x"})
     else:
         mirror.write_bytes(b"<html>edited</html>")
-    blob = Path(raw.path)
+    blob = tmp_path / "data" / raw.path
     blob.chmod(0o644)
     blob.write_bytes(b"garbage")
     with caplog.at_level(logging.WARNING, logger="tasks.fetch.store"), pytest.raises(FrameInputError) as exc:
-        read_raw(raw)
+        _read(raw, tmp_path)
     text = str(exc.value)
     assert (
         str(blob) in text
@@ -309,4 +314,4 @@ def test_raw_blob_that_cannot_be_restored_is_a_clear_error(tmp_path, caplog, why
     # fetching again (store_raw with the good bytes) repairs the store
     prov = raw.model_dump(include={"source", "origin", "location", "domain", "snapshot"})
     store_raw(tmp_path / "data", content, ".html", **prov)
-    assert read_raw(raw) == content
+    assert _read(raw, tmp_path) == content

@@ -326,7 +326,8 @@ def test_real_mirror_fetch_writes_only_inside_the_data_folder(tmp_path):
         assert not p.is_symlink()
         assert p.resolve().is_relative_to(data), p
     for raw in raws:
-        blob = Path(raw.path)
+        assert not Path(raw.path).is_absolute() and not Path(raw.location).is_absolute()  # portable
+        blob = data / raw.path
         assert blob.resolve().is_relative_to(data / "raw" / "sha256")
         assert hashlib.sha256(blob.read_bytes()).hexdigest() == raw.sha256
         assert (blob.stat().st_mode & 0o777) == 0o444
