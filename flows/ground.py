@@ -56,9 +56,11 @@ def fetch_task(
     return raws
 
 
+# `data_dir` / `mirror` say where the raw bytes are: a RawFile names its blob and mirror file portably,
+# relative to them.
 @task(name="clean", cache_policy=CACHE, persist_result=True)
-def clean_task(raw: RawFile, code: str) -> CleanFiling:
-    return clean_filing(read_raw(raw), raw.location)
+def clean_task(raw: RawFile, data_dir: str, mirror: str | None, code: str) -> CleanFiling:
+    return clean_filing(read_raw(raw, data_dir, mirror), raw.location)
 
 
 @task(name="split", cache_policy=CACHE, persist_result=True)
@@ -71,6 +73,8 @@ def split_task(clean: CleanFiling, code: str) -> list[dict]:
             "part": s.part,
             "item": s.item,
             "html": s.to_html(),
+            "span": s.span,
+            "covers": s.covers,
         }
         for s in split_filing(clean)
     ]
@@ -81,7 +85,16 @@ def convert_filing_task(
     raw: RawFile, clean: CleanFiling, sections: list[dict], form: str, code: str
 ) -> Grounded:
     secs = [
-        FilingSection.from_html(s["doc_id"], s["title"], s["section_type"], s["part"], s["item"], s["html"])
+        FilingSection.from_html(
+            s["doc_id"],
+            s["title"],
+            s["section_type"],
+            s["part"],
+            s["item"],
+            s["html"],
+            s.get("span"),
+            s.get("covers"),
+        )
         for s in sections
     ]
     meta = {"accession": raw.accession, "ticker": raw.ticker} if raw.accession else {"ticker": raw.ticker}
@@ -89,14 +102,15 @@ def convert_filing_task(
 
 
 @task(name="convert-paper", cache_policy=CACHE, persist_result=True)
-def convert_paper_task(raw: RawFile, code: str) -> Grounded:
+def convert_paper_task(raw: RawFile, data_dir: str, mirror: str | None, code: str) -> Grounded:
     meta = {
         "arxiv_id": raw.arxiv_id,
         "title": raw.title,
         "first_version_date": raw.first_version_date,
         "license": raw.license,
     }
-    return ground_source(read_raw(raw), raw.location, kind="arxiv", meta=meta)
+    # raw.location (a URL or the mirror-relative path) is the document's portable `Source`
+    return ground_source(read_raw(raw, data_dir, mirror), raw.location, kind="arxiv", meta=meta)
 
 
 def ground_snapshot(
@@ -122,14 +136,16 @@ def ground_snapshot(
     # Keyed on this snapshot alone: adding a later snapshot to the domain does not fetch this one again.
     fcfg, fdomain = cfg.for_snapshot(domain.name, snapshot)
     raws = step(fetch_task, "fetch")(fcfg, fdomain, snapshot, source_digest, code)
+    data_dir = str(cfg.build.data_dir)
+    mirror = str(cfg.source.mirror) if cfg.source.mode == "mirror" and cfg.source.mirror else None
     parts: list[Grounded] = []
     for raw in raws:
         if isinstance(domain, EdgarDomain):
-            clean = step(clean_task, "clean")(raw, code)
+            clean = step(clean_task, "clean")(raw, data_dir, mirror, code)
             sections = step(split_task, "split")(clean, code)
             parts.append(step(convert_filing_task, "convert")(raw, clean, sections, domain.form, code))
         else:
-            parts.append(step(convert_paper_task, "convert")(raw, code))
+            parts.append(step(convert_paper_task, "convert")(raw, data_dir, mirror, code))
     grounded = merge_grounded(parts)
     out = write_grounding(grounded, Path(cfg.build.data_dir) / "grounding" / domain.name / snapshot)
     docs = grounded.documents

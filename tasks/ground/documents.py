@@ -60,7 +60,11 @@ def ground_source(
     kind: Kind | None = None,
     expected_form: str | None = None,
     meta: dict | None = None,
+    source_ref: str | None = None,
 ) -> Grounded:
+    """`source_name` names the input in error messages; `source_ref` (default `source_name`) is what
+    the documents record as their source: a portable name (a URL, a mirror-relative path or a file
+    name), never a path of the building machine."""
     kind = kind or detect_kind(data, source_name)
     sha = hashlib.sha256(data).hexdigest()
     if kind == "edgar":
@@ -68,7 +72,7 @@ def ground_source(
         return ground_filing(clean, sha, source_name, expected_form, meta or {})
     from tasks.ground.paper import paper_to_markdown  # imported lazily: filings never need it
 
-    paper = paper_to_markdown(data, source_name=source_name, meta=meta)
+    paper = paper_to_markdown(data, source_name=source_name, meta=meta, source_ref=source_ref)
     md = paper.markdown
     arxiv_id = paper.metadata.get("arxiv_id") or Path(source_name).stem
     doc_id = "paper-" + "".join(c if c.isalnum() or c in "._-" else "_" for c in arxiv_id)
@@ -139,6 +143,8 @@ def ground_filing(
                 "section_type": sec.section_type,
                 "part": sec.part,
                 "item": sec.item,
+                "source_span": sec.span,
+                "items_covered": sec.covers,
                 **{k: info[k] for k in ("form", "company", "period_end")},
             },
         )

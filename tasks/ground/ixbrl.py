@@ -7,6 +7,7 @@ footers, page numbers and the table of contents are gone.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -17,6 +18,8 @@ from decimal import Decimal, InvalidOperation
 from lxml import etree
 
 from tasks.errors import FrameInputError
+from tasks.ground.glue import layout_of
+from tasks.ground.textblocks import note_blocks
 
 XHTML = "http://www.w3.org/1999/xhtml"
 IX = "http://www.xbrl.org/2013/inlineXBRL"
@@ -25,6 +28,22 @@ XBRLDI = "http://xbrl.org/2006/xbrldi"
 
 _BLOCK_TAGS = {"div", "p", "table", "ul", "ol", "li", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "center"}
 _KEEP_ATTRS = {"colspan", "rowspan", "src", "alt"}
+_BOUNDARY_LAYOUTS = ("block", "cell", "br")  # where a browser renders whitespace (glue.layout_of)
+# Inline wrappers unwrapped by cleaning (their text and tails join the parent).
+_STRIPPED = (
+    "span",
+    "font",
+    "a",
+    "ix-nonnumeric",
+    "ix-continuation",
+    "ix-exclude",
+    "ix-footnote",
+    "ix-fraction",
+    "ix-tuple",
+    "ix-relationship",
+    "ix-references",
+    "ix-resources",
+)
 _WS = re.compile(r"\s+")
 
 
@@ -262,15 +281,28 @@ def _style(el: etree._Element) -> dict[str, str]:
     s = el.get("style")
     if not s:
         return {}
+    return _parse_style(s)
+
+
+@functools.lru_cache(maxsize=8192)
+def _parse_style(s: str) -> dict[str, str]:
+    """A style attribute's properties (cached: a filing repeats a few hundred style strings; the
+    dict is shared, callers only read it)."""
     return {k.strip().lower(): v.strip().lower() for k, v in _STYLE_PROP.findall(s)}
 
 
 def _is_hidden(el: etree._Element) -> bool:
+    style = el.get("style")
+    if not style or ("display" not in style and "visibility" not in style):
+        return False  # (a quick test first: most elements have neither property)
     st = _style(el)
     return st.get("display") == "none" or st.get("visibility") == "hidden"
 
 
 def _is_page_break(el: etree._Element) -> bool:
+    style = el.get("style")
+    if not style or "break" not in style:
+        return False
     st = _style(el)
     return any(
         st.get(k) in ("always", "page")
@@ -308,19 +340,29 @@ def clean_filing(data: bytes, source_name: str) -> CleanFiling:
         _remove(el)
         removed["script_style"] += 1
 
+    # Where each note starts, from its note-level text block (the filing's own evidence, read before
+    # the ix: tags go); the anchor is an empty inline element that the splitter looks for.
+    notes = note_blocks(root)
     # 2. Facts keep their visible text; mark numeric ones so page-furniture detection spares them.
     for el in body.iter(f"{{{IX}}}nonFraction"):
         el.tag = "nonfraction-fact"
     # 3. Bold/italic spans become <b>/<i> (the splitter reads headings from them); other inline
     #    wrappers are unwrapped; namespaces and styles go.
+    # Where a browser renders a boundary (block, table cell, <br>), read before styles go; the
+    # elements stay referenced here, so they keep their identity until step 4.
+    boundaries: set[etree._Element] = set()
     for el in body.iter():
         if not isinstance(el.tag, str):
             continue
         name = _local(el.tag)
+        xhtml = not el.tag.startswith("{") or el.tag.startswith(f"{{{XHTML}}}")
+        if layout_of(name if xhtml else f"{name}@ix", el.get("style")) in _BOUNDARY_LAYOUTS:
+            boundaries.add(el)
         if el.tag.startswith("{"):
             el.tag = name if el.tag.startswith(f"{{{XHTML}}}") else f"ix-{name}"
         if name == "span" or (name in ("div", "p") and len(el) == 0):
-            st = _style(el)
+            style = el.get("style") or ""
+            st = _style(el) if "font-weight" in style or "font-style" in style else {}
             weight = st.get("font-weight", "")
             bold = weight in ("bold", "bolder") or (weight.isdigit() and int(weight) >= 600)
             italic = st.get("font-style") == "italic"
@@ -335,25 +377,21 @@ def clean_filing(data: bytes, source_name: str) -> CleanFiling:
         for attr in list(el.attrib):
             if attr not in _KEEP_ATTRS and attr not in ("data-bold", "data-page-break"):
                 del el.attrib[attr]
-    etree.strip_tags(
-        body,
-        "span",
-        "font",
-        "a",
-        "ix-nonnumeric",
-        "ix-continuation",
-        "ix-exclude",
-        "ix-footnote",
-        "ix-fraction",
-        "ix-tuple",
-        "ix-relationship",
-        "ix-references",
-        "ix-resources",
-    )
+        if el.tag in _STRIPPED and el in boundaries:
+            el.tag = "block-span"  # a display:block span: unwrapped after step 4, which reads it
+    for note in notes:
+        anchor = etree.Element("note-anchor")
+        anchor.set("data-concept", note.concept)
+        note.element.insert(0, anchor)
+        anchor.tail, note.element.text = note.element.text, None
+    etree.strip_tags(body, *_STRIPPED)
 
     removed.update(_remove_page_furniture(body))
     removed["toc_tables"] += _remove_toc(body)
-    etree.strip_tags(body, "nonfraction-fact", "page-break")
+    # 4. Rendered boundaries become spaces, last, so that page-furniture and table-of-contents
+    #    detection read the text as before.
+    _space_boundaries(body, boundaries)
+    etree.strip_tags(body, "nonfraction-fact", "page-break", "block-span")
 
     html_root = etree.Element("html")
     html_root.append(body)
@@ -362,13 +400,67 @@ def clean_filing(data: bytes, source_name: str) -> CleanFiling:
     return CleanFiling(html=html, facts=facts, dei=dei, removed=dict(removed))
 
 
+def _space_boundaries(body: etree._Element, boundaries: set[etree._Element]) -> None:
+    """Where a boundary (block, cell, <br>) separates two pieces of text with no whitespace between
+    them, append a space to the earlier piece, so that reading the text (itertext) keeps "Three
+    Months Ended<br/>June 30" two words apart. The space goes into the innermost text before the
+    boundary (inside a bold run that ends there, so bold headings read as before). One pass in
+    document order."""
+    pending = False  # a boundary since the last text
+    last: etree._Element | None = None  # where the last text is: last.tail if in_tail, else last.text
+    in_tail = False
+    ends_space = True  # the document's start counts as whitespace
+    for event, el in etree.iterwalk(body, events=("start", "end")):
+        if el in boundaries:
+            pending = True
+        if event == "start":
+            text = el.text
+            if not text or not isinstance(el.tag, str):
+                continue  # a processing instruction's text is not shown; its tail comes at "end"
+        else:
+            text = el.tail
+            if not text or el is body:
+                continue
+        if pending and not ends_space and not text[0].isspace() and last is not None:
+            if in_tail:
+                last.tail += " "
+            else:
+                last.text += " "
+        pending = False
+        last, in_tail, ends_space = el, event == "end", text[-1].isspace()
+
+
+def _space_before(el: etree._Element) -> None:
+    """Append a space to the text just before `el`, innermost (inside a <b> that ends there)."""
+    prev = el.getprevious()
+    if prev is None:
+        parent = el.getparent()
+        parent.text = (parent.text or "") + " "
+        return
+    node = prev
+    while True:
+        if node.tail:
+            node.tail += " "
+            return
+        if not isinstance(node.tag, str) or len(node) == 0:
+            break
+        node = node[-1]
+    if isinstance(node.tag, str) and node.text:
+        node.text += " "
+    else:
+        prev.tail = " "
+
+
 def _remove(el: etree._Element) -> None:
-    """Remove an element but keep its tail text (which belongs to the parent)."""
+    """Remove an element but keep its tail text (which belongs to the parent), whitespace included:
+    a space between two words may be all there is of it."""
     parent = el.getparent()
     if parent is None:
         return
     tail = el.tail
-    if tail and tail.strip():
+    if tail and not tail.strip():
+        _space_before(el)
+    elif tail:
         prev = el.getprevious()
         if prev is not None:
             prev.tail = (prev.tail or "") + tail

@@ -25,9 +25,12 @@ from lxml import html as lxml_html
 from rapidfuzz import fuzz
 
 from tasks.ground import latexml_source as ls
+from tasks.ground.glue import glued_tokens, rendered_text
+from tasks.ground.items import form_items_named, item_label
 from tasks.ground.ixbrl import IX, XHTML, _is_hidden, _text, parse_ixbrl
 from tasks.ground.split import filing_table_grid, layout_kind
 from tasks.ground.tables import Cell, drop_empty, expand_spans, grid_to_html, markdown_tables
+from tasks.ground.textblocks import note_blocks
 from tasks.score.tables import teds
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -138,9 +141,17 @@ def _table_figures(src_grids: list[list[list[str]]], md_grids: list[list[list[st
 def qa_edgar(source: Path, out_dir: Path) -> dict:
     data = source.read_bytes()
     root = parse_ixbrl(data, str(source))
-    _, texts = _load_markdown(out_dir)
+    docs, texts = _load_markdown(out_dir)
     markdown = "\n".join(texts)
+    notes_tagged = len(note_blocks(root))
+    # Rendered before _visible_body removes hidden parts (it drops their tails, which would glue the
+    # source side too and hide real glue); rendered_text skips hidden parts itself.
+    source_text = rendered_text(root.find(f"{{{XHTML}}}body"))
     body = _visible_body(root)
+    glued, glued_examples = glued_tokens(source_text, markdown)
+    form = next((d.get("metadata", {}).get("form") for d in docs if d.get("metadata", {}).get("form")), "")
+    tokens = [int(d.get("tokens", 0)) for d in docs]
+    largest = max(range(len(docs)), key=lambda i: tokens[i]) if docs else None
     # A fact nested in another shows the same characters once: count the outermost only.
     displayed = [
         _text(el)
@@ -149,6 +160,7 @@ def qa_edgar(source: Path, out_dir: Path) -> dict:
     ]
     recall, missing = fact_recall(displayed, markdown)
     src_grids, layout, toc = [], 0, 0
+    named_text = source_text  # the filing's text without its table of contents: where items really are
     # Tables get their plain tag names so the converter's grid reader can be reused as is.
     for el in body.iter():
         if isinstance(el.tag, str) and el.tag.startswith(f"{{{XHTML}}}"):
@@ -161,10 +173,11 @@ def qa_edgar(source: Path, out_dir: Path) -> dict:
             layout += 1
         elif _is_toc(grid):
             toc += 1
+            named_text = named_text.replace(rendered_text(table).strip(), " ", 1)
         else:
             src_grids.append(grid)
+    items = item_figures(form, named_text, docs)
     md_grids = markdown_tables(markdown)
-    md_grids = [[r for r in g] for g in md_grids]
     figures = _table_figures(src_grids, [_strip_blank_header(g) for g in md_grids])
     return {
         "kind": "edgar",
@@ -178,6 +191,35 @@ def qa_edgar(source: Path, out_dir: Path) -> dict:
         "tables_source_toc": toc,
         "text_kept": round(word_recall(" ".join(body.itertext()), markdown), 6),
         "html_tags_left": _html_tags(markdown),
+        **items,
+        "notes_tagged": notes_tagged,
+        "notes_found": sum(
+            1 for d in docs if d.get("metadata", {}).get("section_type") in ("note", "schedule")
+        ),
+        "largest_document": docs[largest]["doc_id"] if largest is not None else None,
+        "largest_document_share": round(tokens[largest] / sum(tokens), 6) if sum(tokens) else 0.0,
+        "glued_tokens": glued,
+        "glued_examples": glued_examples[:20],
+    }
+
+
+def item_figures(form: str, source_text: str, docs: list[dict]) -> dict:
+    """Form items the filing has (its text names them with their Form title, e.g. in its table of
+    contents or its headings) against the items present as documents."""
+    have = [
+        item_label(form, d["metadata"].get("part"), it)
+        for d in docs
+        for it in (d["metadata"].get("items_covered") or [d["metadata"].get("item")])
+    ]
+    have_set = {h for h in have if h}
+    expected = form_items_named(form, source_text)
+    found = [i for i in expected if i in have_set]
+    return {
+        "items_expected": len(expected),
+        "items_found": len(found),
+        "item_recall": round(len(found) / len(expected), 6) if expected else 1.0,
+        "items_missing": [i for i in expected if i not in have_set],
+        "items": sorted(have_set, key=have.index),
     }
 
 

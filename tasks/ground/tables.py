@@ -87,7 +87,8 @@ def merge_fragments(grid: list[list[str]]) -> list[list[str]]:
             elif t in _SUFFIX_FRAGMENTS:
                 j = _next_filled(row, i, -1)
                 if j is not None and (_numberish(row[j]) or row[j].strip().startswith("(")):
-                    row[j] = row[j].strip() + t
+                    # A unit word keeps the space the cell boundary shows ("0.4 pts"); signs join.
+                    row[j] = row[j].strip() + (" " if t[0].isalpha() else "") + t
                     row[i] = ""
         out.append(row)
     return out
