@@ -88,13 +88,18 @@ def word_recall(source_text: str, markdown: str) -> float:
 
 
 def _is_toc(grid: list[list[str]]) -> bool:
+    """A table of contents: rows naming Parts/Items (on the row or the row above, where a filer puts
+    "Item 4." on a row of its own) that end in a page number (or N/A)."""
     paged = entries = 0
+    above = False
     for row in grid:
         cells = [c for c in row if c.strip()]
-        if cells and re.fullmatch(r"\d{1,3}|[ivx]+", cells[-1].strip(), re.I):
+        label = any(re.match(r"^(part\s+(i|ii|iii|iv)\b|item\s*\d+)", c, re.I) for c in cells)
+        if cells and re.fullmatch(r"\d{1,3}|[ivx]+|n/?a", cells[-1].strip(), re.I):
             paged += 1
-            entries += any(re.match(r"^(part\s+(i|ii|iii|iv)\b|item\s*\d+)", c, re.I) for c in cells)
-    return entries >= 3 and paged >= 0.5 * len(grid)
+            entries += label or above
+        above = label
+    return entries >= 3 and paged >= 0.4 * len(grid)
 
 
 def align_tables(src: list[list[list[str]]], out: list[list[list[str]]]) -> list[tuple[int, int]]:
