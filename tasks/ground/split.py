@@ -36,6 +36,7 @@ from tasks.ground.tables import (
     grid_to_markdown,
     merge_fragments,
 )
+from tasks.ground.textblocks import concept_label
 
 _NOTES_START = re.compile(r"^notes to (the )?(condensed )?consolidated financial statements", re.I)
 _AUDITOR = re.compile(r"^report of independent registered public accounting firm", re.I)
@@ -492,7 +493,7 @@ def split_filing(clean: CleanFiling) -> list[FilingSection]:
                 current.span[1] = k
             concept = anchor_concepts[i]
             text = texts[i] if block.tag != "table" else (head or "")
-            title = _note_title(text, block, _concept_label(concept))
+            title = _note_title(text, block, concept_label(concept))
             if label_block is not None:
                 title = f"{texts[k]} {title}"
             part, item = statements_context()
@@ -571,12 +572,6 @@ def note_number(sec: FilingSection) -> int | None:
     if number is None:
         return None
     return int(number) if number.isdigit() else ord(number.lower()) - 96
-
-
-def _concept_label(concept: str) -> str:
-    local = concept.split(":", 1)[-1]
-    local = re.sub(r"(Disclosures?|Notes?)?TextBlock$", "", local)
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", " ", local).strip() or "Note"
 
 
 # ---------------------------------------------------------------- Markdown rendering

@@ -32,11 +32,15 @@ class NoteBlock:
 
     @property
     def label(self) -> str:
-        """A readable name from the concept: `us-gaap:IncomeTaxDisclosureTextBlock` -> `Income Tax`."""
-        local = self.concept.split(":", 1)[-1]
-        local = re.sub(r"(Disclosures?|Notes?)?TextBlock$", "", local)
-        local = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", " ", local)
-        return local.strip() or self.concept
+        return concept_label(self.concept)
+
+
+def concept_label(concept: str) -> str:
+    """A readable name from a concept: `us-gaap:IncomeTaxDisclosureTextBlock` -> `Income Tax`."""
+    local = concept.split(":", 1)[-1]
+    local = re.sub(r"(Disclosures?|Notes?)?TextBlock$", "", local)
+    local = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", " ", local)
+    return local.strip() or "Note"
 
 
 def _is_text_block(el: etree._Element) -> bool:
