@@ -197,12 +197,6 @@ def item_label(form: str, part: int | None, item: str | None) -> str | None:
     return f"part{part}item{item.lower()}" if part else None
 
 
-def item_key(form: str, it: FormItem) -> tuple[int, int, str]:
-    """Order of the items in the Form."""
-    num = int(re.match(r"\d+", it.item).group())
-    return (it.part or 0, num, it.item[len(str(num)) :])
-
-
 # "Item 1A.", "ITEM 7 —", "Item 1B:", "Item 1 BUSINESS" (no letter: the B starts the title), "Items 1 and 2."
 ITEM_HEAD = re.compile(
     r"^items?\s*(?P<num>\d{1,2})\s*(?P<letter>[a-c](?![a-z]))?"
