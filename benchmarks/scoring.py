@@ -79,8 +79,10 @@ def family_costs(release: Path, systems: list[str], families: list[str]) -> dict
     import pandas as pd
 
     from flows.generate import generate_reports
-    from flows.score import compute_family, grounding_of, instance_seed, judges
     from schemas.scoring import ScoreSettings
+    from tasks.score import registry
+    from tasks.score.inputs import grounding_of
+    from tasks.score.metric import JudgeEnv, instance_seed
 
     inst = pd.read_parquet(release / "instances.parquet").to_dict("records")
     settings = ScoreSettings()
@@ -93,25 +95,19 @@ def family_costs(release: Path, systems: list[str], families: list[str]) -> dict
         reports["gold"] = {r["instance_id"]: r["target_markdown"] for r in inst}
         costs: dict[str, float] = {}
         for fam in families:
-            cache = Path(tmp) / f"cache-{fam}"
-            j = judges(settings, None, cache)
+            family = registry.build(fam, JudgeEnv(settings, None, Path(tmp) / f"cache-{fam}"))
             t0 = time.perf_counter()
             for r in inst:
                 iid = r["instance_id"]
-                g = grounding_of(release, str(r["grounding_set_id"]))
-                sc = (
-                    j["scaffold_extractor"].extract(r["target_markdown"]).model_dump()
-                    if fam == "scaffold"
-                    else None
-                )
+                available = {
+                    "gold": r["target_markdown"],
+                    "sample": r["sample_markdown"],
+                    "grounding": grounding_of(release, str(r["grounding_set_id"])),
+                    "context": {"category": r["category"], "domain": r["domain"]},
+                    "prepared": family.prepare(r["target_markdown"]) if family.prepares else None,
+                }
                 for s in systems:
-                    texts = {
-                        "gold": r["target_markdown"],
-                        "generated": reports[s][iid],
-                        "sample": r["sample_markdown"],
-                    }
-                    ctx = {"category": r["category"], "domain": r["domain"]}
-                    compute_family(fam, texts, g, ctx, sc, instance_seed(0, iid), settings, None, cache)
+                    family.score(family.inputs(iid, reports[s][iid], instance_seed(0, iid), **available))
             costs[fam] = (time.perf_counter() - t0) / len(inst)
     return costs
 
@@ -127,7 +123,7 @@ def main() -> None:
         sys.exit(f"{args.release}: no release there (run `make demo` first)")
     systems = [x for x in args.systems.split(",") if x]
     sys.path.insert(0, str(ROOT))
-    from schemas.scoring import families_for
+    from tasks.score.registry import families_for
 
     fams = families_for([m for m in args.metrics.split(",") if m])
     costs = family_costs(args.release, systems, fams)

@@ -26,15 +26,15 @@ from schemas.config import EdgarDomain, FrameConfig, LLMSettings
 from schemas.structure import ReportStructure, structure_json
 from tasks.atomic import atomic_write_text
 from tasks.ground.load import load_grounding_set
-from tasks.ground.tokens import count_tokens
 from tasks.instances import report_shape
-from tasks.llm import make_backend
 from tasks.llm.backend import StepContext
+from tasks.synthesize import make_backend
 from tasks.synthesize.fill import FillResult, fill_report
 from tasks.synthesize.outline import render_outline
 from tasks.synthesize.questions import augment_questions
 from tasks.synthesize.structure import synthesize_structure
 from tasks.synthesize.validate import GoldValidation, validate_gold
+from tasks.tokens import count_tokens
 
 
 def _llm_cache_dir(cfg: FrameConfig) -> Path:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -550,6 +550,29 @@ def generate_cmd(
     print(f"generations: {out}")
 
 
+def _score_request(release: Path, systems: str, metrics: str, **settings: Any):
+    """(systems, metric selection, ScoreSettings) of `frame score`'s options; one-line input errors."""
+    from pydantic import ValidationError
+
+    from schemas.scoring import ScoreSettings
+    from tasks.score.registry import DEFAULT, selectable
+
+    if not (release / "instances.parquet").is_file():
+        raise FrameInputError(release / "instances.parquet", "missing: not a frame release folder")
+    names = [s.strip() for s in systems.split(",") if s.strip()]
+    if not names or len(set(names)) != len(names):
+        raise FrameInputError("--systems", f"give distinct, comma-separated system names (got {systems!r})")
+    chosen = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else list(DEFAULT)
+    if not chosen or any(m not in selectable() for m in chosen) or len(set(chosen)) != len(chosen):
+        known = ", ".join(selectable())
+        raise FrameInputError("--metrics", f"give distinct names among {known} (got {metrics!r})")
+    try:
+        return names, chosen, ScoreSettings(**settings)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise FrameInputError(f"--{'-'.join(map(str, err['loc'])).replace('_', '-')}", err["msg"]) from None
+
+
 @app.command("score")
 def score_cmd(
     release: Annotated[Path, typer.Option("--release", help="data/releases/<name>/<version>")],
@@ -560,12 +583,12 @@ def score_cmd(
         str,
         typer.Option(
             "--metrics",
-            help="comma-separated families or metrics: structure, coverage, faithfulness, teds, teds_s, "
-            "text_edit_distance, scaffold (fps, qps, eps, ...), rubric, holistic, pairwise",
+            help="comma-separated metric families or metrics (`frame metrics` lists them; default: FRAME's "
+            "three)",
         ),
-    ] = "structure,coverage,faithfulness",
+    ] = "",
     judge: Annotated[
-        str, typer.Option("--judge", help="offline | openai (coverage, faithfulness)")
+        str, typer.Option("--judge", help="offline | openai: who judges the LLM-judged families")
     ] = "offline",
     embedder: Annotated[str, typer.Option("--embedder", help="minilm | openai:<model>")] = "minilm",
     tree: Annotated[
@@ -578,43 +601,13 @@ def score_cmd(
     config: Annotated[Path | None, typer.Option("--config", help="TOML config whose [llm] is used")] = None,
     out: Annotated[Path | None, typer.Option("--out", help="output folder (default data/scores/...)")] = None,
 ) -> None:
-    """Score generated reports: structure, coverage, faithfulness; leaderboard with CIs; plots."""
+    """Score generated reports with metric families (default: FRAME's three); leaderboard with CIs; plots."""
     import time
 
-    from pydantic import ValidationError
-
-    from schemas.scoring import ScoreSettings
-
     try:
-        if not (release / "instances.parquet").is_file():
-            raise FrameInputError(release / "instances.parquet", "missing: not a frame release folder")
-        names = [s.strip() for s in systems.split(",") if s.strip()]
-        if not names or len(set(names)) != len(names):
-            raise FrameInputError(
-                "--systems", f"give distinct, comma-separated system names (got {systems!r})"
-            )
-        from schemas.scoring import SELECTABLE
-
-        chosen = [m.strip() for m in metrics.split(",") if m.strip()]
-        if not chosen or any(m not in SELECTABLE for m in chosen) or len(set(chosen)) != len(chosen):
-            raise FrameInputError(
-                "--metrics", f"give distinct names among {', '.join(SELECTABLE)} (got {metrics!r})"
-            )
-        try:
-            settings = ScoreSettings(
-                judge=judge,
-                embedder=embedder,
-                tree=tree,
-                max_items=max_items,
-                seed=seed,
-                bootstrap=bootstrap,
-                gamma=gamma,
-            )
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            raise FrameInputError(
-                f"--{'-'.join(map(str, err['loc'])).replace('_', '-')}", err["msg"]
-            ) from None
+        options = {"judge": judge, "embedder": embedder, "tree": tree, "max_items": max_items}
+        options |= {"seed": seed, "bootstrap": bootstrap, "gamma": gamma}
+        names, chosen, settings = _score_request(release, systems, metrics, **options)
         llm, data_dir = _llm_settings(config)
         data_dir = data_dir or release.resolve().parents[2]
         run = _run_settings(config)
@@ -661,11 +654,28 @@ def score_cmd(
     print(f"scores: {folder} ({time.time() - started:.1f} s)")
 
 
+@app.command("metrics")
+def metrics_cmd() -> None:
+    """List the metric families `frame score --metrics` accepts: names, metrics, ranges, what each reads."""
+    from tasks.score import registry
+
+    for name, fam in registry.families().items():
+        reads = ", ".join(["generated", *sorted(fam.reads)])
+        print(f"{name}: {fam.summary} [reads {reads}]")
+        for m in fam.metrics:
+            arrow = "higher is better" if m.higher_is_better else "lower is better"
+            print(f"  {m.name}  {m.low:g}..{m.high:g}  {arrow}")
+    for name, comp in registry.comparisons().items():
+        print(f"{name}: {comp.summary} [compares the systems of each instance]")
+
+
 @app.command("annotate")
 def annotate_cmd(
     scores: Annotated[Path, typer.Option("--scores", help="a `frame score` output folder")],
     out: Annotated[Path, typer.Option("--out", help="folder for items.csv, judge.csv, GUIDELINES.md")],
-    metric: Annotated[str, typer.Option("--metric", help="coverage | faithfulness")] = "coverage",
+    metric: Annotated[
+        str | None, typer.Option("--metric", help="a metric with a guideline (default: the first)")
+    ] = None,
     n: Annotated[int, typer.Option("--n", help="items to sample (spread over systems)")] = 40,
     seed: Annotated[int, typer.Option("--seed")] = 0,
     systems: Annotated[
@@ -684,6 +694,7 @@ def annotate_cmd(
             raise FrameInputError(path, "missing: not a `frame score` output folder")
         try:
             chosen = [x.strip() for x in systems.split(",") if x.strip()] if systems else None
+            metric = metric or next(iter(GUIDELINES))
             items, judge = annotation_sheets(pd.read_parquet(path), metric, n, seed, chosen)
         except ValueError as exc:
             raise FrameInputError("--systems" if "system" in str(exc) else "--metric", str(exc)) from None

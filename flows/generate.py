@@ -23,6 +23,14 @@ from tasks.atomic import atomic_write_bytes, atomic_write_text
 from tasks.errors import FrameInputError
 
 LLM_SYSTEMS = ("one-shot",)
+ROOT = Path(__file__).resolve().parents[1]
+# What generated reports depend on (globs under the repo root): a change here invalidates them.
+GENERATION_CODE = (
+    "tasks/generate/*.py",
+    "tasks/synthesize/retrieve.py",
+    "tasks/llm/*.py",
+    "prompts/generate_*.md",
+)
 GENERATIONS_SCHEMA = pa.schema(
     [
         pa.field("instance_id", pa.string(), nullable=False),
@@ -31,6 +39,18 @@ GENERATIONS_SCHEMA = pa.schema(
         pa.field("metadata_json", pa.string()),  # provenance of LLM systems ({} for baselines)
     ]
 )
+
+
+def digest_paths(patterns: tuple[str, ...]) -> str:
+    """sha256 (16 hex) over the files matching the globs, by relative path and content."""
+    import hashlib
+
+    h = hashlib.sha256()
+    files = sorted({p for pat in patterns for p in ROOT.glob(pat) if p.is_file()})
+    for p in files:
+        h.update(p.relative_to(ROOT).as_posix().encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def known_systems() -> list[str]:

@@ -82,8 +82,15 @@ def _dask_classes() -> dict[str, type]:
     so pickle sends them to the workers by reference."""
     if _LAZY:
         return _LAZY
+    plugin = _worker_setup_class()
+    for cls in (plugin, _runner_class(plugin)):
+        cls.__module__, cls.__qualname__ = __name__, cls.__name__
+        _LAZY[cls.__name__] = cls
+    return _LAZY
+
+
+def _worker_setup_class() -> type:
     from distributed.diagnostics.plugin import WorkerPlugin
-    from prefect_dask import DaskTaskRunner
 
     class FrameWorkerSetup(WorkerPlugin):
         """A worker's frame environment (FRAME_CACHE_DIR, ...; its own values win), Prefect's console
@@ -112,6 +119,12 @@ def _dask_classes() -> dict[str, type]:
         def teardown(self, worker: Any) -> None:
             for handler in logging.getLogger().handlers:
                 handler.flush()
+
+    return FrameWorkerSetup
+
+
+def _runner_class(plugin: type) -> type:
+    from prefect_dask import DaskTaskRunner
 
     class FrameDaskTaskRunner(DaskTaskRunner):
         """A DaskTaskRunner whose workers record to the flow's Prefect API (also an ephemeral one) and
@@ -152,7 +165,7 @@ def _dask_classes() -> dict[str, type]:
             if not getattr(self, "_plugin_registered", True):
                 self._plugin_registered = True
                 log_file = None if self.address else _log_file()
-                client.register_plugin(FrameWorkerSetup(log_file, _frame_env()))
+                client.register_plugin(plugin(log_file, _frame_env()))
             return client
 
         def submit(self, task, parameters, wait_for=None, dependencies=None):
@@ -164,10 +177,7 @@ def _dask_classes() -> dict[str, type]:
             with temporary_settings(updates={PREFECT_API_URL: self._api_url}):
                 return super().submit(task, parameters, wait_for, dependencies)
 
-    for cls in (FrameWorkerSetup, FrameDaskTaskRunner):
-        cls.__module__, cls.__qualname__ = __name__, cls.__name__
-        _LAZY[cls.__name__] = cls
-    return _LAZY
+    return FrameDaskTaskRunner
 
 
 _LAZY: dict[str, type] = {}

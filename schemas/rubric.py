@@ -1,12 +1,6 @@
-"""Shapes of the hierarchical report rubric (SPEC §5, paper 003): its items as data, and item decisions.
-
-The items live in ``schemas/rubric.toml`` (one ``[[items]]`` table per item); :func:`load_rubric` reads and
-validates them. A judge (``tasks.score.rubric``) turns every applicable item into a :class:`RubricDecision`
-(pass / partial / fail / na with the evidence it rests on); ``tasks.score.rubric.rubric_total`` aggregates
-the decisions into the layer scores and the total S.
-
-Layers (paper 003 §4): G0 deliverability gates (any fail sets S to 0), G1 report identity, G2 completeness.
-"""
+"""The hierarchical report rubric as data: its items (``schemas/rubric.toml``, read by :func:`load_rubric`)
+and a judge's decision on one item. The checks and the scoring live in ``tasks.score.rubric``; the
+specification is docs/metrics/rubric.md."""
 
 from __future__ import annotations
 
@@ -51,8 +45,8 @@ def category_family(category: str) -> str:
 
 
 class RubricItem(BaseModel):
-    """One observable rubric item; `check` names the offline check in ``tasks.score.rubric.CHECKS``
-    (for a judged item it is the documented heuristic proxy used when no LLM judges)."""
+    """One observable rubric item; `check` names its offline check (``tasks.score.rubric.CHECKS``; for a
+    judged item the documented heuristic proxy used when no LLM judges)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -121,9 +115,9 @@ def _where(raw: Any, loc: tuple[Any, ...]) -> str:
 def load_rubric(path: str | Path | None = None, *, checks: Collection[str] | None = None) -> list[RubricItem]:
     """The validated items of a rubric TOML (default ``schemas/rubric.toml``), in file order.
 
-    Ids must be unique; every item's `check` must be a name of `checks` (default: the registry
-    ``tasks.score.rubric.CHECKS``). Any problem raises :class:`RubricError` with one line naming the file,
-    the item id and the field."""
+    Ids must be unique; when `checks` is given, every item's `check` must be one of its names (the
+    checks live in ``tasks.score.rubric``, which passes them). Any problem raises :class:`RubricError` with
+    one line naming the file, the item id and the field."""
     path = Path(path) if path is not None else RUBRIC_PATH
     if not path.is_file():
         raise RubricError(path, "rubric file not found")
@@ -143,12 +137,8 @@ def load_rubric(path: str | Path | None = None, *, checks: Collection[str] | Non
         if item.id in seen:
             raise RubricError(path, f"item {item.id!r} (#{n}) field id: duplicate id")
         seen.add(item.id)
-    if checks is None:
-        from tasks.score.rubric import CHECKS  # late: tasks.score.rubric imports this module
-
-        checks = CHECKS
     for n, item in enumerate(rubric.items, 1):
-        if item.check not in checks:
+        if checks is not None and item.check not in checks:
             raise RubricError(
                 path,
                 f"item {item.id!r} (#{n}) field check: unknown check {item.check!r} "

@@ -5,7 +5,7 @@ A scaffold is extracted once per instance and stored as JSON; every system's R' 
 scaffold (`tasks.score.scaffold`). Every item carries a tier: "main" (a main point), "supporting" (a
 supporting detail) or "other" (metadata and boilerplate, never counted by a metric). Ids are 1-based, like
 the paper's ("M1", sentence "1"); attribute ids run over all entities of a scaffold. R' sentence ids are the
-1-based positions of ``tasks.score.coverage.markdown_pieces(R')``.
+1-based positions of ``tasks.markdown.pieces.markdown_pieces(R')``.
 """
 
 from __future__ import annotations

@@ -7,108 +7,30 @@ evidence the judge used, so a score can be audited and compared with human label
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
+import pyarrow as pa
 from pydantic import BaseModel, Field
 
 __all__ = [
-    "ALL_METRICS",
-    "FAMILIES",
-    "FAMILY_OF",
-    "HOLISTIC_METRICS",
-    "METRIC_GROUP",
-    "PAIRWISE",
-    "RUBRIC_METRICS",
-    "SCAFFOLD_METRICS",
-    "SELECTABLE",
-    "families_for",
-    "metric_range",
-    "LOWER_IS_BETTER",
-    "METRICS",
     "Claim",
+    "EVIDENCE_SCHEMA",
+    "GroundingDoc",
     "InfoUnit",
     "ItemScore",
-    "MetricName",
     "MetricResult",
+    "SCORES_SCHEMA",
+    "ScoreSettings",
     "UNIT_TYPES",
 ]
 
-MetricName = Literal["structure", "coverage", "faithfulness"]
-METRICS: tuple[str, ...] = ("structure", "coverage", "faithfulness")  # FRAME's three (the default)
-# Further families (SPEC §5), chosen with `frame score --metrics`: table and text fidelity (paper 002).
-FIDELITY_METRICS: tuple[str, ...] = ("teds", "teds_s", "text_edit_distance")
-# Semantic scaffold (paper 001 §4): one extraction from Y per instance, one judgment per system, all
-# eight values from that judgment. Main and supporting coverage are shown beside FPS, never replaced by it.
-SCAFFOLD_METRICS: tuple[str, ...] = (
-    "fps",
-    "qps",
-    "eps",
-    "fact_faithfulness",  # F: share of R' sentences supported by Y
-    "fact_coverage",  # FC: share of scaffold facts (main + supporting) inferable from R'
-    "question_coverage",  # QC: share of scaffold questions answerable from R'
-    "main_coverage",  # M_s / M_c
-    "supporting_coverage",  # S_s / S_c
-)
-# Hierarchical rubric (paper 003): total S (0-100, 0 when a G0 gate fails), G0 pass (1/0), G1 and G2 %.
-RUBRIC_METRICS: tuple[str, ...] = ("rubric", "rubric_g0", "rubric_g1", "rubric_g2")
-# Holistic direct scores 1-10 (paper 001 App. G.7): the saturation baseline.
-HOLISTIC_METRICS: tuple[str, ...] = (
-    "holistic_faithfulness",
-    "holistic_completeness",
-    "holistic_understandability",
-    "holistic_hallucination",  # absence of hallucination: 10 = none
-)
-# A family is computed by one task per instance x system ("unit") and yields all its metrics at once.
-FAMILIES: dict[str, tuple[str, ...]] = {
-    "structure": ("structure",),
-    "coverage": ("coverage",),
-    "faithfulness": ("faithfulness",),
-    "tables": ("teds", "teds_s"),  # one Hungarian table matching gives both
-    "text_edit_distance": ("text_edit_distance",),
-    "scaffold": SCAFFOLD_METRICS,
-    "rubric": RUBRIC_METRICS,
-    "holistic": HOLISTIC_METRICS,
-}
-# Family of each metric name (a metric of a multi-metric family selects its whole family).
-FAMILY_OF: dict[str, str] = {m: f for f, ms in FAMILIES.items() for m in ms}
-# Pairwise A/B/tie votes + Bradley-Terry: per instance over all systems, not per (instance, system).
-PAIRWISE = "pairwise"
-ALL_METRICS: tuple[str, ...] = tuple(FAMILY_OF)
-SELECTABLE: tuple[str, ...] = tuple(dict.fromkeys((*FAMILIES, *ALL_METRICS, PAIRWISE)))
-LOWER_IS_BETTER: frozenset[str] = frozenset({"text_edit_distance"})
-# Value range of each metric (default (0, 1)): reports compare spreads relative to the range.
-METRIC_RANGE: dict[str, tuple[float, float]] = {
-    **{m: (0.0, 100.0) for m in ("rubric", "rubric_g1", "rubric_g2")},
-    **{m: (1.0, 10.0) for m in HOLISTIC_METRICS},
-}
-# Which family a metric reports under (for side-by-side tables).
-METRIC_GROUP: dict[str, str] = {
-    **{m: "frame" for m in METRICS},
-    **{m: "fidelity" for m in FIDELITY_METRICS},
-    **{m: "scaffold" for m in SCAFFOLD_METRICS},
-    **{m: "rubric" for m in RUBRIC_METRICS},
-    **{m: "holistic" for m in HOLISTIC_METRICS},
-}
 
+class GroundingDoc(NamedTuple):
+    """One grounding document of G as scoring reads it (a row of the release table `grounding_documents`)."""
 
-def metric_range(metric: str) -> tuple[float, float]:
-    return METRIC_RANGE.get(metric, (0.0, 1.0))
-
-
-def families_for(selection: list[str]) -> list[str]:
-    """Family units to compute for a `--metrics` selection (names of families or metrics), in order.
-
-    "pairwise" is not a unit (see PAIRWISE); unknown names raise ValueError."""
-    out: list[str] = []
-    for name in selection:
-        if name == PAIRWISE:
-            continue
-        fam = name if name in FAMILIES else FAMILY_OF.get(name)
-        if fam is None:
-            raise ValueError(name)
-        if fam not in out:
-            out.append(fam)
-    return out
+    doc_id: str
+    title: str
+    markdown: str
 
 
 # Paper 000 App. B: "each unit records its type (entity, statistic, factual claim, etc.)".
@@ -151,7 +73,7 @@ class ItemScore(BaseModel):
 class MetricResult(BaseModel):
     """A report-level metric value plus its items (empty for structure)."""
 
-    metric: str  # structure | coverage | faithfulness
+    metric: str  # a registered metric name (tasks.score.registry)
     value: float | None  # None when undefined (e.g. a report with no claim at all)
     judge: str  # who scored: "offline:<method>" or "openai:<model>", embedder included
     population: int = 0  # units / claims before sampling
@@ -173,3 +95,37 @@ class ScoreSettings(BaseModel):
     power_n: int = Field(default=2, ge=1)
     gamma: float = Field(default=0.0, ge=0.0)  # depth-weighted variant of Algorithm 1 (0 = plain)
     bootstrap: int = Field(default=2000, ge=100)  # resamples for the leaderboard's 95% CIs
+
+
+# The two tables every `frame score` run writes (tasks.score.outputs).
+SCORES_SCHEMA = pa.schema(
+    [
+        pa.field("instance_id", pa.string(), nullable=False),
+        pa.field("category", pa.string(), nullable=False),
+        pa.field("system", pa.string(), nullable=False),
+        pa.field("metric", pa.string(), nullable=False),
+        pa.field("value", pa.float64()),  # null when undefined (e.g. a report without any claim)
+        pa.field("judge", pa.string(), nullable=False),
+        pa.field("population", pa.int64()),  # units / claims before sampling (0 for structure)
+        pa.field("sampled", pa.int64()),  # items graded
+        pa.field("detail_json", pa.string()),
+    ]
+)
+EVIDENCE_SCHEMA = pa.schema(
+    [
+        pa.field("item_id", pa.string(), nullable=False),  # "<instance_id>|<system>|<metric>|<index>"
+        pa.field("instance_id", pa.string(), nullable=False),
+        pa.field("system", pa.string(), nullable=False),
+        pa.field("metric", pa.string(), nullable=False),
+        pa.field("index", pa.int64(), nullable=False),
+        pa.field("kind", pa.string()),
+        pa.field("text", pa.string()),
+        pa.field("source", pa.string()),
+        pa.field("score", pa.float64(), nullable=False),
+        pa.field("stage", pa.int32()),
+        pa.field("evidence", pa.string()),
+        pa.field("evidence_ref", pa.string()),
+        pa.field("rationale", pa.string()),
+        pa.field("judge", pa.string(), nullable=False),
+    ]
+)

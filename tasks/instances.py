@@ -3,10 +3,10 @@ per-category statistics of paper 000 Table 1."""
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 
-from tasks.ground.tables import markdown_tables
+from tasks.markdown.document import heading_of
+from tasks.markdown.tables import markdown_tables
 
 STEP_SEP = "->"
 
@@ -17,7 +17,8 @@ def instance_id(category: str, domain: str, t: str, t_next: str) -> str:
 
 def report_shape(markdown: str) -> dict[str, int]:
     """Sections (## / ### headings) and tables of a report."""
-    sections = sum(1 for ln in markdown.splitlines() if re.match(r"^#{2,3} ", ln))
+    heads = (heading_of(ln, "none", "one") for ln in markdown.splitlines())
+    sections = sum(1 for h in heads if h and h.level in (2, 3))
     return {"sections": sections, "tables": len(markdown_tables(markdown))}
 
 

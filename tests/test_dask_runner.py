@@ -65,7 +65,7 @@ def test_flows_and_task_sources_survive_pickling():
 
     for f in (build.build, score.score_release_flow):
         cloudpickle.dumps(f)
-    for t in (build.build_domain_task, build.structure_task, score.score_task, score.scaffold_task):
+    for t in (build.build_domain_task, build.structure_task, score.score_task, score.prepare_task):
         shipped = pickle.loads(cloudpickle.dumps(t))
         assert task_source(shipped.fn) == task_source(t.fn)
 

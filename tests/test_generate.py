@@ -15,8 +15,8 @@ from tasks.errors import FrameInputError
 from tasks.generate import GENERATORS, copy_sample, extractive, generate_report
 from tasks.generate.baselines import grounding_rows_for, sample_sections
 from tasks.generate.llm import input_budget, one_shot
-from tasks.ground.tokens import count_tokens
 from tasks.llm.prompts import load_prompt
+from tasks.tokens import count_tokens
 from tests.llm_server import fast_settings
 
 llm_server = fake_llm.llm_server

@@ -13,9 +13,9 @@ from tasks.ground.tables import (
     expand_spans,
     fold_columns,
     grid_to_markdown,
-    markdown_tables,
     merge_fragments,
 )
+from tasks.markdown.tables import markdown_tables
 
 
 @pytest.mark.parametrize(

@@ -376,7 +376,7 @@ def _paper_leaves():
 
 def test_offline_fill_cleans_paper_sentences_and_never_repeats_one():
     from tasks.llm.backend import Passage, StepContext
-    from tasks.llm.offline import NO_EVIDENCE, OfflineBackend
+    from tasks.synthesize.offline import NO_EVIDENCE, OfflineBackend
 
     s, text, again, grid = _paper_leaves()
     paper = StepContext("d", "W1", "academic_simple", "arxiv")
@@ -405,7 +405,7 @@ def test_offline_fill_cleans_paper_sentences_and_never_repeats_one():
 
 def test_offline_comparison_grid_leaves_missing_values_out():
     from tasks.llm.backend import Passage, StepContext
-    from tasks.llm.offline import OfflineBackend
+    from tasks.synthesize.offline import OfflineBackend
 
     s, _, _, grid = _paper_leaves()
     paper = StepContext("d", "W1", "academic_simple", "arxiv")
@@ -428,7 +428,7 @@ def test_offline_comparison_grid_leaves_missing_values_out():
 
 
 def test_clean_sentence_examples():
-    from tasks.llm.offline.clean import clean_sentence
+    from tasks.synthesize.offline.clean import clean_sentence
 
     cases = {
         "We use flowMC (2022arXiv221106397W; Gabrie:2021tlu), with MALA as the sampler.": (

@@ -18,10 +18,10 @@ import pytest
 from schemas.structure import LEAVES, ReportStructure, structure_json
 from tasks.errors import FrameInputError
 from tasks.ground.load import GroundingSet, load_grounding_set
-from tasks.ground.tokens import count_tokens
 from tasks.llm.backend import Passage, StepContext
-from tasks.llm.offline import NO_EVIDENCE, OfflineBackend
+from tasks.synthesize.offline import NO_EVIDENCE, OfflineBackend
 from tasks.synthesize.retrieve import RetrievalIndex
+from tasks.tokens import count_tokens
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"

@@ -13,11 +13,11 @@ import tests.llm_server as fake_llm
 from schemas.documents import GroundingDocument
 from schemas.structure import Provenance, ReportStructure, StructureNode
 from tasks.ground.load import GroundingSet
-from tasks.ground.tokens import count_tokens
 from tasks.llm.backend import Backend, Passage, StepContext
 from tasks.llm.client import LLMOutputError
 from tasks.llm.openai_backend import ContextBudgetError, OpenAIBackend, document_digest
 from tasks.llm.prompts import PromptError, load_prompt, parse_prompt, render
+from tasks.tokens import count_tokens
 from tests.llm_server import LLMTestServer, fast_settings, json_reply
 
 llm_server = fake_llm.llm_server  # the pytest fixture (a started local server), used by name below

@@ -33,7 +33,7 @@ from tasks.ground.latexml_source import (
     _xp,
 )
 from tasks.ground.paper import PaperMarkdown, paper_to_markdown
-from tasks.ground.tables import markdown_tables
+from tasks.markdown.tables import markdown_tables
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 ARXIV = CORPUS / "arxiv"

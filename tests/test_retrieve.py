@@ -11,10 +11,9 @@ import pytest
 from schemas.structure import ReportStructure, StructureNode
 from tasks.errors import FrameInputError
 from tasks.ground.load import GroundingSet, load_grounding_set
-from tasks.ground.tables import markdown_tables
-from tasks.ground.tokens import count_tokens
 from tasks.llm.backend import StepContext
-from tasks.llm.offline import OfflineBackend
+from tasks.markdown.tables import markdown_tables
+from tasks.synthesize.offline import OfflineBackend
 from tasks.synthesize.retrieve import (
     RetrievalIndex,
     chunk_grounding_set,
@@ -22,6 +21,7 @@ from tasks.synthesize.retrieve import (
     retrieve,
     split_sentences,
 )
+from tasks.tokens import count_tokens
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"

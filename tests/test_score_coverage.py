@@ -19,7 +19,8 @@ import tests.llm_server as fake_llm
 from schemas.scoring import UNIT_TYPES, InfoUnit
 from tasks.generate.baselines import generate_report, grounding_rows_for
 from tasks.llm.client import LLMClient, LLMOutputError
-from tasks.score.coverage import LLMCoverageJudge, OfflineCoverageJudge, coverage, markdown_pieces
+from tasks.markdown.pieces import markdown_pieces
+from tasks.score.coverage import LLMCoverageJudge, OfflineCoverageJudge, coverage
 from tasks.score.judges import sample_items
 from tests.conftest import SCORED_MAX_ITEMS
 from tests.llm_server import fast_settings, json_reply

@@ -12,9 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import tests.llm_server as fake_llm
-from schemas.scoring import Claim
+from schemas.scoring import Claim, GroundingDoc
 from tasks.generate.baselines import generate_report, grounding_rows_for
 from tasks.llm.client import LLMClient, LLMOutputError
+from tasks.markdown.numbers import same_number
 from tasks.score.faithfulness import (
     LLMFaithfulnessJudge,
     OfflineFaithfulnessJudge,
@@ -22,8 +23,7 @@ from tasks.score.faithfulness import (
     faithfulness,
     report_chunks,
 )
-from tasks.score.judges import SUPPORT_THRESHOLD, GroundingDoc, sample_items
-from tasks.score.numbers import same_number
+from tasks.score.judges import SUPPORT_THRESHOLD, sample_items
 from tests.conftest import SCORED_MAX_ITEMS
 from tests.llm_server import fast_settings
 

@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 
 from schemas.scaffold import Scaffold
-from schemas.scoring import FAMILIES, SCAFFOLD_METRICS, families_for
+from tasks.score.registry import families, families_for
+from tasks.score.scaffold import SCAFFOLD_METRICS
 from tests.conftest import SCORED_METRICS, SCORED_SYSTEMS, frame_env
 
 FRAME = str(Path(sys.executable).with_name("frame"))
@@ -34,7 +35,7 @@ def scored(demo_scored):
 
 def test_every_system_scored_by_every_family(scored):
     scores, n = scored["scores"], len(scored["instances"])
-    expected = {m for f in families_for(SCORED_METRICS.split(",")) for m in FAMILIES[f]}
+    expected = {m for f in families_for(SCORED_METRICS.split(",")) for m in families()[f].metric_names()}
     assert {"scaffold", "rubric", "holistic", "tables"} <= set(families_for(SCORED_METRICS.split(",")))
     counts = scores.groupby(["system", "metric"]).size().unstack()
     assert set(counts.index) == set(SYSTEMS) and set(counts.columns) == expected

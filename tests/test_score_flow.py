@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from schemas.scoring import FAMILIES, families_for
+from tasks.score.registry import families, families_for
 from tests.conftest import SCORED_MAX_ITEMS, SCORED_METRICS, SCORED_SYSTEMS, frame_env
 
 FRAME = str(Path(sys.executable).with_name("frame"))
@@ -42,7 +42,7 @@ def test_outputs_and_tables(scored):
     out = scored["out"]
     scores = pd.read_parquet(out / "scores.parquet")
     instances = pd.read_parquet(scored["release"] / "instances.parquet")
-    metrics = [m for f in families_for(SCORED_METRICS.split(",")) for m in FAMILIES[f]]
+    metrics = [m for f in families_for(SCORED_METRICS.split(",")) for m in families()[f].metric_names()]
     assert len(scores) == len(instances) * 3 * len(metrics)  # instance x system x metric
     assert set(scores["metric"]) == set(metrics)
     assert scores["judge"].str.contains("offline|deterministic", regex=True).all()
@@ -96,7 +96,7 @@ def test_expected_gradient(scored):
 
 def test_rerun_recomputes_nothing(scored):
     out = scored["second"].stdout
-    states = re.findall(r"Task run '(score|generate|scaffold)-[^']*' - Finished in state (\w+)", out)
+    states = re.findall(r"Task run '(score|generate|prepare)-[^']*' - Finished in state (\w+)", out)
     assert states, out[-2000:]
     assert {s for _, s in states} == {"Cached"}, [s for s in states if s[1] != "Cached"][:5]
     first = re.findall(r"Task run 'score-[^']*' - Finished in state (\w+)", scored["first"].stdout)

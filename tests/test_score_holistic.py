@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 import tests.llm_server as fake_llm
-from schemas.scoring import HOLISTIC_METRICS
-from tasks.ground.tokens import count_tokens
+from schemas.scoring import GroundingDoc
 from tasks.llm.client import LLMClient, LLMOutputError
 from tasks.score.holistic import (
+    HOLISTIC_METRICS,
     LLMHolisticJudge,
     OfflineHolisticJudge,
     cut_to_tokens,
@@ -18,7 +18,7 @@ from tasks.score.holistic import (
     proportional_caps,
     water_fill,
 )
-from tasks.score.judges import GroundingDoc
+from tasks.tokens import count_tokens
 from tests.llm_server import fast_settings, json_reply, malformed
 
 llm_server = fake_llm.llm_server

@@ -1,10 +1,10 @@
-"""Number normalisation and matching for the offline judges (tasks/score/numbers.py)."""
+"""Number normalisation and matching for the offline judges (tasks/markdown/numbers.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tasks.score.numbers import NumberPool, derivation, numbers_in, same_number
+from tasks.markdown.numbers import NumberPool, derivation, numbers_in, same_number
 
 
 def one(text: str):

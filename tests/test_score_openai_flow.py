@@ -22,7 +22,10 @@ import pyarrow.parquet as pq
 
 import tests.llm_server as fake_llm
 from schemas.release import TABLE_SCHEMAS
-from schemas.scoring import HOLISTIC_METRICS, METRICS, RUBRIC_METRICS, SCAFFOLD_METRICS
+from tasks.score.holistic import HOLISTIC_METRICS
+from tasks.score.registry import DEFAULT as METRICS
+from tasks.score.rubric import RUBRIC_METRICS
+from tasks.score.scaffold import SCAFFOLD_METRICS
 from tests.conftest import frame_env
 
 llm_server = fake_llm.llm_server
@@ -420,12 +423,12 @@ def test_score_every_family_over_openai_compatible_endpoint(llm_server, tmp_path
     assert second.returncode == 0, second.stderr[-3000:]
     assert len(llm_server.requests) == calls  # everything from cache: no request at all
     states = re.findall(
-        r"Task run '((?:score|generate|scaffold|pairwise))-[^']*' - Finished in state (\w+)", second.stdout
+        r"Task run '((?:score|generate|prepare|compare))-[^']*' - Finished in state (\w+)", second.stdout
     )
-    assert {name for name, _ in states} == {"score", "generate", "scaffold", "pairwise"}, states
+    assert {name for name, _ in states} == {"score", "generate", "prepare", "compare"}, states
     assert {state for _, state in states} == {"Cached"}
-    # 3 generations (gold is Y itself), 1 scaffold, 4 systems x 6 families, 1 pairwise instance
-    assert Counter(name for name, _ in states) == {"generate": 3, "scaffold": 1, "score": 24, "pairwise": 1}
+    # 3 generations (gold is Y itself), 1 scaffold preparation, 4 systems x 6 families, 1 pairwise comparison
+    assert Counter(name for name, _ in states) == {"generate": 3, "prepare": 1, "score": 24, "compare": 1}
     pd.testing.assert_frame_equal(
         pd.read_parquet(out / "pairwise.parquet")
         .sort_values(["system_a", "system_b", "order"])

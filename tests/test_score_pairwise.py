@@ -11,7 +11,6 @@ import pandas as pd
 import pytest
 
 import tests.llm_server as fake_llm
-from tasks.ground.tokens import count_tokens
 from tasks.llm.client import LLMClient, LLMOutputError
 from tasks.score.holistic import input_budget
 from tasks.score.pairwise import (
@@ -25,6 +24,7 @@ from tasks.score.pairwise import (
     offline_vote,
     pairwise_instance,
 )
+from tasks.tokens import count_tokens
 from tests.llm_server import fast_settings, json_reply, malformed
 
 llm_server = fake_llm.llm_server

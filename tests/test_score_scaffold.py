@@ -22,10 +22,11 @@ from schemas.scaffold import (
     ScaffoldJudgment,
     ScaffoldQuestion,
 )
-from schemas.scoring import SCAFFOLD_METRICS
 from tasks.llm.client import LLMClient, LLMOutputError
-from tasks.score.coverage import OfflineCoverageJudge, markdown_pieces
+from tasks.markdown.pieces import markdown_pieces
+from tasks.score.coverage import OfflineCoverageJudge
 from tasks.score.scaffold import (
+    SCAFFOLD_METRICS,
     LLMScaffoldExtractor,
     LLMScaffoldJudge,
     OfflineScaffoldExtractor,

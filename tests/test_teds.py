@@ -1,4 +1,4 @@
-"""TEDS / TEDS-S (tasks.score.tables): hand-computed cases, brute-force and apted cross-checks."""
+"""TEDS / TEDS-S (tasks.markdown.teds): hand-computed cases, brute-force and apted cross-checks."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from functools import cache
 
 import pytest
 
-from tasks.score.tables import (
+from tasks.markdown.teds import (
     TableCell,
     TableTree,
     normalized_edit_distance,

@@ -1,4 +1,4 @@
-"""Offline o200k_base token counts (tasks.ground.tokens)."""
+"""Offline o200k_base token counts (tasks.tokens)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import tiktoken
 import tiktoken.load
 import tiktoken.registry
 
-from tasks.ground import tokens
+from tasks import tokens
 
 SAMPLES = {
     "": 0,

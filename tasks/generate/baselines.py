@@ -18,17 +18,15 @@ Both are deterministic. `generate_report(system, instance_row, grounding_rows)` 
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from schemas.documents import GroundingDocument
 from schemas.structure import StructureNode
-from tasks.ground.load import GroundingSet
-from tasks.synthesize.retrieve import RetrievalIndex, parse_blocks, split_sentences
+from tasks.ground.load import grounding_set_from_rows
+from tasks.markdown.document import Heading, code_mask, heading_of
+from tasks.markdown.text import split_sentences
+from tasks.synthesize.retrieve import RetrievalIndex, parse_blocks
 
 __all__ = [
     "GENERATORS",
@@ -40,7 +38,6 @@ __all__ = [
     "extractive",
     "generate_report",
     "grounding_rows_for",
-    "grounding_set_from_rows",
     "sample_sections",
 ]
 
@@ -48,9 +45,6 @@ TEXT_BUDGET = 300  # o200k_base tokens of prose/list passages per section
 TEXT_K = 3  # at most this many prose/list passages per section
 TABLE_BUDGET = 1500  # largest table copied into a section (a larger one is skipped whole, never cut)
 
-_HEADING = re.compile(r"^(#{1,6})[ \t]+\S")
-_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
-_DUMMY_SHA = "0" * 64
 
 
 # ---------------------------------------------------------------- rows -> grounding set
@@ -68,40 +62,6 @@ def grounding_rows_for(instance_row: Mapping[str, Any], grounding_rows: Iterable
     return [by_id[d] for d in wanted if d in by_id]
 
 
-def grounding_set_from_rows(grounding_rows: Iterable[Mapping[str, Any]]) -> GroundingSet:
-    """A GroundingSet (documents + Markdown texts, no facts) from grounding_documents rows."""
-    docs: list[GroundingDocument] = []
-    texts: dict[str, str] = {}
-    for r in grounding_rows:
-        doc_id = str(r["doc_id"])
-        if doc_id in texts:
-            continue
-        meta = r.get("metadata") or {}
-        if not meta and r.get("metadata_json"):
-            try:
-                meta = json.loads(r["metadata_json"])
-            except ValueError:
-                meta = {}
-        sha = r.get("source_sha256") or ""
-        kind = r.get("source_kind")
-        docs.append(
-            GroundingDocument(
-                doc_id=doc_id,
-                title=str(r.get("title") or doc_id),
-                kind=r.get("kind") if r.get("kind") in ("prose", "table", "mixed") else "mixed",
-                tokens=int(r.get("tokens") or 0),
-                tables=int(r.get("tables") or 0),
-                images=int(r.get("images") or 0),
-                source_sha256=sha if len(sha) == 64 else _DUMMY_SHA,
-                source_kind=kind if kind in ("edgar", "arxiv") else "edgar",
-                file=f"{doc_id}.md",
-                metadata=meta if isinstance(meta, dict) else {},
-            )
-        )
-        texts[doc_id] = str(r.get("markdown") or "")
-    return GroundingSet(Path("."), docs, texts, [])
-
-
 # ---------------------------------------------------------------- the skeleton of S
 
 
@@ -117,8 +77,10 @@ class SampleSection:
     first_sentence: str
 
 
-def _heading_text(line: str) -> str:
-    return re.sub(r"\s*#*\s*$", "", line.lstrip("#").strip()).strip()
+def _heading(line: str) -> Heading | None:
+    """A heading line of a report as the generators read one: '#'s at column 0, then spaces or tabs and
+    a non-blank character (a stricter reading than retrieval's)."""
+    return heading_of(line, indent="none", space="tabs", text="word")
 
 
 def sample_sections(markdown: str) -> tuple[str, list[SampleSection]]:
@@ -127,21 +89,15 @@ def sample_sections(markdown: str) -> tuple[str, list[SampleSection]]:
     preamble: list[str] = []
     heads: list[tuple[str, int, tuple[str, ...], list[str]]] = []
     stack: list[tuple[int, str]] = []
-    fence: str | None = None
-    for line in markdown.splitlines():
-        m = _FENCE.match(line)
-        if fence is None and m is None and _HEADING.match(line):
-            level = len(line) - len(line.lstrip("#"))
-            while stack and stack[-1][0] >= level:
+    lines = markdown.splitlines()
+    for line, code in zip(lines, code_mask(lines, "any-fence"), strict=True):
+        h = None if code else _heading(line)
+        if h is not None:
+            while stack and stack[-1][0] >= h.level:
                 stack.pop()
-            stack.append((level, _heading_text(line)))
-            heads.append((line, level, tuple(t for _, t in stack), []))
+            stack.append(h)
+            heads.append((line, h.level, tuple(t for _, t in stack), []))
             continue
-        if m is not None:
-            if fence is None:
-                fence = m.group(1)[0] * 3
-            elif m.group(1).startswith(fence):
-                fence = None
         (heads[-1][3] if heads else preamble).append(line)
     sections = []
     for line, level, path, body_lines in heads:
@@ -168,7 +124,7 @@ def copy_sample(instance_row: Mapping[str, Any], grounding_rows: Iterable[Mappin
 
 def _safe(text: str) -> str:
     """A passage never introduces a heading line into the output (it would change S's skeleton)."""
-    return "\n".join("\\" + ln if _HEADING.match(ln) else ln for ln in text.splitlines())
+    return "\n".join("\\" + ln if _heading(ln) else ln for ln in text.splitlines())
 
 
 def extractive(instance_row: Mapping[str, Any], grounding_rows: Iterable[Mapping[str, Any]]) -> str:

@@ -19,7 +19,6 @@ accounting (input_tokens, input_budget, digested doc_ids).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -28,17 +27,17 @@ from pydantic import BaseModel, field_validator
 
 from schemas.config import LLMSettings
 from tasks.errors import FrameInputError
-from tasks.ground.tokens import count_tokens
 from tasks.llm.client import LLMClient
 from tasks.llm.prompts import load_prompt, render
+from tasks.markdown.document import is_heading
 from tasks.synthesize.retrieve import parse_blocks
+from tasks.tokens import count_tokens
 
 __all__ = ["PROMPT", "RESERVE_TOKENS", "GeneratedReport", "digest", "input_budget", "one_shot"]
 
 PROMPT = "generate_one_shot"
 ROLE = "generate_one_shot"
 RESERVE_TOKENS = 2500
-_HEADING_LINE = re.compile(r"^#{1,6}[ \t]+\S", re.M)
 
 
 class GeneratedReport(BaseModel):
@@ -49,7 +48,7 @@ class GeneratedReport(BaseModel):
     def _markdown(cls, v: str) -> str:
         if not v.strip():
             raise ValueError("report_markdown is empty")
-        if not _HEADING_LINE.search(v):
+        if not any(is_heading(ln, indent="none", space="tabs", text="word") for ln in v.split("\n")):
             raise ValueError("report_markdown has no Markdown heading line (expected the sample's form)")
         return v.strip() + "\n"
 
@@ -65,7 +64,7 @@ def digest(title: str, markdown: str) -> str:
     first = None
     for b in parse_blocks(markdown):
         if b.kind == "heading":
-            lines.append("#" * max(b.level, 1) + " " + b.text.lstrip("#").strip())
+            lines.append("#" * max(b.level, 1) + " " + b.title)
         elif first is None and b.kind == "text" and not b.code:
             first = b.text.strip()
             lines.append(first)

@@ -23,8 +23,8 @@ from schemas.facts import FACTS_SCHEMA
 from tasks.errors import FrameInputError
 from tasks.ground.ixbrl import CleanFiling, Fact, clean_filing
 from tasks.ground.split import FilingSection, render_section, split_filing
-from tasks.ground.tables import markdown_tables
-from tasks.ground.tokens import count_tokens
+from tasks.markdown.tables import markdown_tables
+from tasks.tokens import count_tokens
 
 Kind = Literal["edgar", "arxiv"]
 

@@ -12,6 +12,8 @@ import re
 
 from lxml import etree
 
+from tasks.markdown.document import markdown_plain
+
 # Elements a browser lays out as blocks (a line break before and after), by local name.
 BLOCK_TAGS = frozenset(
     {
@@ -121,23 +123,7 @@ def rendered_text(el: etree._Element) -> str:
 
 _TRIM = re.compile(r"^\W+|\W+$")
 _LEAD = re.compile(r"^\W+")
-_IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
-_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+", re.M)
-_LIST = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s+", re.M)
-_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$", re.M)
-_PIPE = re.compile(r"(?<!\\)\|")
 MAX_PARTS = 4  # a glued token may join up to this many adjacent source tokens
-
-
-def markdown_plain(markdown: str) -> str:
-    """Markdown with its syntax taken out (table pipes and separator rows, heading #, list markers,
-    image syntax -> alt text), so what is left is the document's words."""
-    text = _IMAGE.sub(r" \1 ", markdown)
-    text = _TABLE_SEP.sub(" ", text)
-    text = _HEADING.sub("", text)
-    text = _LIST.sub("", text)
-    text = _PIPE.sub(" ", text)
-    return text.replace("\\|", "|")
 
 
 def _word_char(c: str) -> bool:

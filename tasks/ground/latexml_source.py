@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from tasks.markdown.document import code_mask, heading_of
+
 _MACRO_ERROR = re.compile(r"^\s*(\\[A-Za-z@]+\*?|\{[A-Za-z@*]+\})\s*$")
 _CLS = 'contains(concat(" ", normalize-space(@class), " "), " {} ")'
 
@@ -66,23 +68,14 @@ def _unescape(s: str) -> str:
 
 
 def _outside_fences(md: str) -> list[str]:
-    lines, fenced = [], False
-    for line in md.splitlines():
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-            continue
-        if not fenced:
-            lines.append(line)
-    return lines
+    lines = md.splitlines()
+    return [line for line, code in zip(lines, code_mask(lines, "backticks"), strict=True) if not code]
 
 
 def _md_headings(md: str) -> list[tuple[int, str]]:
-    out = []
-    for line in _outside_fences(md):
-        m = re.match(r"^(#{1,6}) (.*)$", line)
-        if m:
-            out.append((len(m.group(1)), m.group(2)))
-    return out
+    """(level, title as written) of the heading lines `paper` writes ('#'s, one space, the title)."""
+    heads = (heading_of(line, "none", "one", closing=False) for line in _outside_fences(md))
+    return [(h.level, h.title) for h in heads if h]
 
 
 _DISPLAY = re.compile(r"(?<!\\)\$\$((?:\\.|[^$\\]|\$(?!\$))+?)\$\$", re.S)

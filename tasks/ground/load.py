@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 
@@ -45,3 +47,40 @@ def load_grounding_set(folder: str | Path, with_facts: bool = True) -> Grounding
     if with_facts and (folder / "facts.parquet").is_file():
         facts = pq.read_table(folder / "facts.parquet").to_pylist()
     return GroundingSet(folder, docs, texts, facts)
+
+
+_DUMMY_SHA = "0" * 64  # rows of a release carry no source hash of their own
+
+
+def grounding_set_from_rows(grounding_rows: Iterable[Mapping[str, Any]]) -> GroundingSet:
+    """A GroundingSet (documents + Markdown texts, no facts) from grounding_documents rows."""
+    docs: list[GroundingDocument] = []
+    texts: dict[str, str] = {}
+    for r in grounding_rows:
+        doc_id = str(r["doc_id"])
+        if doc_id in texts:
+            continue
+        meta = r.get("metadata") or {}
+        if not meta and r.get("metadata_json"):
+            try:
+                meta = json.loads(r["metadata_json"])
+            except ValueError:
+                meta = {}
+        sha = r.get("source_sha256") or ""
+        kind = r.get("source_kind")
+        docs.append(
+            GroundingDocument(
+                doc_id=doc_id,
+                title=str(r.get("title") or doc_id),
+                kind=r.get("kind") if r.get("kind") in ("prose", "table", "mixed") else "mixed",
+                tokens=int(r.get("tokens") or 0),
+                tables=int(r.get("tables") or 0),
+                images=int(r.get("images") or 0),
+                source_sha256=sha if len(sha) == 64 else _DUMMY_SHA,
+                source_kind=kind if kind in ("edgar", "arxiv") else "edgar",
+                file=f"{doc_id}.md",
+                metadata=meta if isinstance(meta, dict) else {},
+            )
+        )
+        texts[doc_id] = str(r.get("markdown") or "")
+    return GroundingSet(Path("."), docs, texts, [])

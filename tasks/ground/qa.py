@@ -29,9 +29,10 @@ from tasks.ground.glue import glued_tokens, rendered_text
 from tasks.ground.items import form_items_named, item_label
 from tasks.ground.ixbrl import IX, XHTML, _is_hidden, _text, parse_ixbrl
 from tasks.ground.split import filing_table_grid, layout_kind
-from tasks.ground.tables import Cell, drop_empty, expand_spans, grid_to_html, markdown_tables
+from tasks.ground.tables import Cell, drop_empty, expand_spans, grid_to_html
 from tasks.ground.textblocks import note_blocks
-from tasks.score.tables import teds
+from tasks.markdown.tables import markdown_tables
+from tasks.markdown.teds import teds
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 

@@ -1,4 +1,4 @@
-"""HTML tables -> Markdown grids, and Markdown tables back to grids (for QA).
+"""HTML tables -> Markdown grids (Markdown tables are read back by tasks.markdown.tables).
 
 The pieces are format-neutral: a converter (iXBRL or LaTeXML) reads its own cells into `Cell`s,
 then `expand_spans` -> (optional EDGAR clean-ups) -> `grid_to_markdown`.
@@ -168,37 +168,6 @@ def grid_to_markdown(grid: list[list[str]], header_rows: int = 1) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * width) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in body]
     return "\n".join(lines)
-
-
-_SEP_ROW = re.compile(r"^\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
-
-
-def _split_md_row(line: str) -> list[str]:
-    line = line.strip()
-    if line.startswith("|"):
-        line = line[1:]
-    if line.endswith("|") and not line.endswith("\\|"):
-        line = line[:-1]
-    cells = re.split(r"(?<!\\)\|", line)
-    return [c.strip().replace("\\|", "|") for c in cells]
-
-
-def markdown_tables(markdown: str) -> list[list[list[str]]]:
-    """Every pipe table in a Markdown text, as grids of cell strings (header row first)."""
-    lines = markdown.splitlines()
-    tables: list[list[list[str]]] = []
-    i = 0
-    while i < len(lines) - 1:
-        if lines[i].lstrip().startswith("|") and _SEP_ROW.match(lines[i + 1].strip()):
-            grid = [_split_md_row(lines[i])]
-            i += 2
-            while i < len(lines) and lines[i].lstrip().startswith("|"):
-                grid.append(_split_md_row(lines[i]))
-                i += 1
-            tables.append(grid)
-        else:
-            i += 1
-    return tables
 
 
 def grid_to_html(grid: list[list[str]]) -> str:

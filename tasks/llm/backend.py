@@ -1,6 +1,6 @@
 """The contract every LLM backend fulfils: one method per synthesis role.
 
-Two implementations: `tasks.llm.offline.OfflineBackend` (deterministic, documented algorithms,
+Two implementations: `tasks.synthesize.offline.OfflineBackend` (deterministic, documented algorithms,
 no network) and `tasks.llm.openai_backend.OpenAIBackend` (any OpenAI-compatible endpoint).
 Both return validated schema objects and record their provenance (`backend`, model, prompt hash,
 token counts) on what they return.

@@ -48,10 +48,11 @@ from schemas.structure import (
 )
 from tasks.errors import FrameInputError
 from tasks.ground.load import GroundingSet
-from tasks.ground.tokens import count_tokens
 from tasks.llm.backend import Passage, StepContext
 from tasks.llm.client import LLMClient, LLMError, LLMResult
 from tasks.llm.prompts import Prompt, load_prompt, render
+from tasks.markdown.document import hash_line, is_figure, is_heading, is_table_row
+from tasks.tokens import count_tokens
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +68,6 @@ DIGEST_MAX_HEADINGS = 80
 DIGEST_PARAGRAPH_WORDS = 150
 OUTLINE_OBJECTIVE_CHARS = 90
 
-_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.+?)\s*#*\s*$")
-
 
 class ContextBudgetError(LLMError):
     """Even the most compact form of the input does not fit the model's context window."""
@@ -82,19 +81,24 @@ def _attr(value: str) -> str:
     return " ".join(value.replace('"', "'").split())
 
 
+def _digest_heading(line: str) -> bool:
+    return is_heading(line, indent="blank", text="char")
+
+
 def document_digest(doc: GroundingDocument, text: str) -> str:
     """Title, headings and opening paragraph of one grounding document (what digest mode sends)."""
     lines = text.splitlines()
-    headings = [ln.strip() for ln in lines if _HEADING.match(ln)]
+    headings = [ln.strip() for ln in lines if _digest_heading(ln)]
     blocks = [b.strip() for b in re.split(r"\n\s*\n", text) if b.strip()]
 
     def is_prose(block: str) -> bool:
         first = block.lstrip()
-        return not (_HEADING.match(first.splitlines()[0]) or first.startswith(("|", "![", "<")))
+        head = first.splitlines()[0]
+        return not (_digest_heading(head) or is_table_row(first) or is_figure(first) or first.startswith("<"))
 
     opening = next((b for b in blocks if is_prose(b)), None)
     if opening is None:
-        opening = next((b for b in blocks if not _HEADING.match(b.splitlines()[0])), "")
+        opening = next((b for b in blocks if not _digest_heading(b.splitlines()[0])), "")
     words = opening.split()
     if len(words) > DIGEST_PARAGRAPH_WORDS:
         opening = (
@@ -152,7 +156,7 @@ def _has_leaf(node: StructureNode) -> bool:
 
 
 def _heading_lines(content: str) -> list[str]:
-    return [ln for ln in content.splitlines() if ln.lstrip(" \t").startswith("#")]
+    return [ln for ln in content.splitlines() if hash_line(ln)]
 
 
 def check_fill_content(content: str) -> None:

@@ -38,20 +38,12 @@ import markdown as markdown_lib
 import numpy as np
 import pandas as pd
 
-from schemas.scoring import (
-    HOLISTIC_METRICS,
-    LOWER_IS_BETTER,
-    METRIC_GROUP,
-    METRICS,
-    RUBRIC_METRICS,
-    metric_range,
-)
 from tasks.atomic import atomic_write_text
 from tasks.errors import FrameInputError
+from tasks.score import registry
 from tasks.score.leaderboard import OVERALL, bootstrap_ci, cell_seed, scope_order
 
 __all__ = [
-    "FAMILY_ORDER",
     "GOLD",
     "SATURATION_SPREAD",
     "render_index",
@@ -60,11 +52,8 @@ __all__ = [
 ]
 
 GOLD = "gold"  # pseudo-system: the gold report scored against itself (reference, not a competitor)
-FAMILY_ORDER: tuple[str, ...] = ("frame", "fidelity", "scaffold", "rubric", "holistic", "other")
 SATURATION_SPREAD = 0.05  # relative spread below which a metric does not separate systems
 SATURATED = "saturated: does not separate systems"
-COVERAGE_LIKE: tuple[str, ...] = ("coverage", "fact_coverage", "question_coverage", "eps")
-FAITHFULNESS_LIKE: tuple[str, ...] = ("faithfulness", "fact_faithfulness")
 MISS_BELOW = 0.5  # a gold unit / claim scoring below this is missed / unsupported
 TEXT_CUT = 200
 WORST_N = 5
@@ -189,18 +178,26 @@ def _load(scores_dir: Path) -> _Folder:
 
 
 def _family(metric: str) -> str:
-    return METRIC_GROUP.get(metric, "other")
-
-
-_METRIC_POS = {m: i for i, m in enumerate(METRIC_GROUP)}
+    return registry.group_of(metric)
 
 
 def _metric_key(metric: str) -> tuple[int, int, str]:
-    return (FAMILY_ORDER.index(_family(metric)), _METRIC_POS.get(metric, len(_METRIC_POS)), metric)
+    groups, order = registry.group_order(), registry.metric_order()
+    pos = order.index(metric) if metric in order else len(order)
+    return (groups.index(_family(metric)) if _family(metric) in groups else len(groups), pos, metric)
+
+
+def _with_evidence(kind: str) -> tuple[str, ...]:
+    """Metrics whose evidence items are of `kind` (MetricSpec.evidence): recall, support, checks."""
+    return tuple(m for m, s in registry.specs().items() if s.evidence == kind)
+
+
+def _baseline(metric: str) -> bool:
+    return registry.spec(metric).saturation_baseline
 
 
 def _width(metric: str) -> float:
-    lo, hi = metric_range(metric)
+    lo, hi = registry.metric_range(metric)
     return (hi - lo) or 1.0
 
 
@@ -259,7 +256,7 @@ class _Stats:
                 pool.append((v, s))
         if not pool:
             return ("", math.nan)
-        lower = metric in LOWER_IS_BETTER
+        lower = metric in registry.lower_is_better()
         v, s = sorted(pool, key=lambda t: (t[0] if lower else -t[0], t[1]))[0]
         return (s, v)
 
@@ -307,7 +304,7 @@ def _stats(folder: _Folder, seed: int | None, n_resamples: int | None) -> _Stats
     spreads: dict[str, _Spread] = {}
     for metric in metrics:
         means = {s: cells[(s, metric)].mean for s in competitors if (s, metric) in cells}
-        for s, r in _ranks(means, metric in LOWER_IS_BETTER).items():
+        for s, r in _ranks(means, metric in registry.lower_is_better()).items():
             ranks[(s, metric)] = r
         defined = sorted(((v, s) for s, v in means.items() if not math.isnan(v)), key=lambda t: (t[0], t[1]))
         if len(defined) >= 2:
@@ -375,10 +372,10 @@ def _txt(value: Any, cut: int | None = TEXT_CUT) -> str:
 
 def _metric_label(metric: str) -> str:
     label = f"`{metric}`"
-    lo, hi = metric_range(metric)
+    lo, hi = registry.metric_range(metric)
     if (lo, hi) != (0.0, 1.0):
         label += f" ({lo:g}–{hi:g})"
-    if metric in LOWER_IS_BETTER:
+    if metric in registry.lower_is_better():
         label += " ↓ lower is better"
     return label
 
@@ -504,7 +501,7 @@ def _separation_section(st: _Stats, system: str | None) -> list[str]:
     holistic = [
         st.spreads[m].spread
         for m in st.metrics
-        if m in HOLISTIC_METRICS and not math.isnan(st.spreads[m].spread)
+        if _baseline(m) and not math.isnan(st.spreads[m].spread)
     ]
     headers = ["#", "Metric", "Family", "Spread", "Lowest system (mean)", "Highest system (mean)"]
     headers += [f"`{_txt(system, None)}` rank"] if system else []
@@ -513,7 +510,7 @@ def _separation_section(st: _Stats, system: str | None) -> list[str]:
     for i, m in enumerate(order, 1):
         sp = st.spreads[m]
         notes = []
-        if m in HOLISTIC_METRICS:
+        if _baseline(m):
             notes.append("holistic 1–10: saturation baseline")
         if sp.saturated:
             notes.append(f"⚠ {SATURATED}")
@@ -528,7 +525,7 @@ def _separation_section(st: _Stats, system: str | None) -> list[str]:
     out = ["## Which axes separate systems", ""]
     if holistic:
         base = max(holistic)
-        above = sum(1 for m in st.metrics if m not in HOLISTIC_METRICS and st.spreads[m].spread > base)
+        above = sum(1 for m in st.metrics if not _baseline(m) and st.spreads[m].spread > base)
         out += [
             f"Holistic 1–10 scores are the saturation baseline: their largest spread is {base:.3f}; "
             f"{above} other metric(s) separate the systems more than that.",
@@ -551,7 +548,7 @@ def _category_section(st: _Stats, system: str) -> list[str]:
             text = _num(m, v)
             if system in st.competitors and not math.isnan(v):
                 _, bo = st.best_other(system, m, c)
-                better = math.isnan(bo) or (v <= bo if m in LOWER_IS_BETTER else v >= bo)
+                better = math.isnan(bo) or (v <= bo if m in registry.lower_is_better() else v >= bo)
                 text = f"**{text}**" if better and len(st.competitors) > 1 else text
             row.append(text)
         rows.append(row)
@@ -564,7 +561,7 @@ def _category_section(st: _Stats, system: str) -> list[str]:
 
 
 def _rubric_table(ev: pd.DataFrame, st: _Stats, system: str, top_n: int) -> list[str]:
-    rub = ev[ev["kind"].str.match(_RUBRIC_KIND) | ev["metric"].isin(RUBRIC_METRICS)]
+    rub = ev[ev["kind"].str.match(_RUBRIC_KIND) | ev["metric"].isin(_with_evidence("checks"))]
     if rub.empty or not (rub["system"] == system).any():
         return []
     # one verdict per (system, instance, item): the lowest if an item is stored under several metrics
@@ -621,13 +618,13 @@ def _rubric_table(ev: pd.DataFrame, st: _Stats, system: str, top_n: int) -> list
 
 
 def _coverage_table(ev: pd.DataFrame, st: _Stats, system: str, top_n: int) -> list[str]:
-    cov = ev[ev["metric"].isin(COVERAGE_LIKE) & ~ev["kind"].str.match(_RUBRIC_KIND)]
+    cov = ev[ev["metric"].isin(_with_evidence("recall")) & ~ev["kind"].str.match(_RUBRIC_KIND)]
     mine = cov[cov["system"] == system]
     if mine.empty:
         return []
     missed = mine[mine["score"] < MISS_BELOW]
     summary = []
-    for m in [x for x in COVERAGE_LIKE if x in set(mine["metric"])]:
+    for m in [x for x in _with_evidence("recall") if x in set(mine["metric"])]:
         g = mine[mine["metric"] == m]
         miss = g["score"] < MISS_BELOW
         by_kind = (
@@ -698,7 +695,7 @@ def _coverage_table(ev: pd.DataFrame, st: _Stats, system: str, top_n: int) -> li
 
 
 def _faithfulness_table(ev: pd.DataFrame, system: str, top_n: int) -> list[str]:
-    mine = ev[(ev["system"] == system) & ev["metric"].isin(FAITHFULNESS_LIKE)]
+    mine = ev[(ev["system"] == system) & ev["metric"].isin(_with_evidence("support"))]
     if mine.empty:
         return []
     summary = [
@@ -725,7 +722,7 @@ def _faithfulness_table(ev: pd.DataFrame, system: str, top_n: int) -> list[str]:
 
 
 def _other_items_table(ev: pd.DataFrame, system: str, top_n: int) -> list[str]:
-    handled = set(COVERAGE_LIKE) | set(FAITHFULNESS_LIKE) | set(RUBRIC_METRICS)
+    handled = {*_with_evidence("recall"), *_with_evidence("support"), *_with_evidence("checks")}
     mine = ev[(ev["system"] == system) & ~ev["metric"].isin(handled) & ~ev["kind"].str.match(_RUBRIC_KIND)]
     if mine.empty:
         return []
@@ -844,7 +841,7 @@ def _worst_section(folder: _Folder, st: _Stats, system: str) -> list[str]:
     others = [s for s in st.competitors if s != system]
     if not others and GOLD in st.systems and system != GOLD:
         others = [GOLD]
-    frame = [m for m in METRICS if m in st.metrics] or list(st.metrics)
+    frame = [m for m in registry.DEFAULT if m in st.metrics] or list(st.metrics)
     if not others:
         return out + ["_No other system to compare with._", ""]
     df = folder.scores
@@ -858,7 +855,7 @@ def _worst_section(folder: _Folder, st: _Stats, system: str) -> list[str]:
         vals = opp.loc[(iid, metric)].dropna()
         if math.isnan(own) or vals.empty:
             continue
-        lower = metric in LOWER_IS_BETTER
+        lower = metric in registry.lower_is_better()
         best_s = str(vals.idxmin() if lower else vals.idxmax())
         best = float(vals[best_s])
         gap = (own - best if lower else best - own) / _width(metric)

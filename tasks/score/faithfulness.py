@@ -1,131 +1,10 @@
-"""Faithfulness (SPEC §4, paper 000 §4.3): are the claims of a generated report R' supported by the
-grounding documents G?
+"""Faithfulness (paper 000 §4.3): how well the grounding documents G support the claims of a generated
+report R'.
 
-    Faithfulness = mean of s_j over up to 100 claims x_j of R' drawn with a seeded RNG (``sample_items``),
-    s_j in [0, 1]. Stage 1 checks direct support from explicit evidence; every claim with s_j < 0.75
-    (``SUPPORT_THRESHOLD``) goes to stage 2, entailment under reasonable assumptions (arithmetic from
-    stated figures included), whose item replaces the stage-1 item (the stage-1 score is kept in its
-    rationale).
-
-:func:`faithfulness` is the driver; a judge implements ``tasks.score.judges.FaithfulnessJudge``. A report
-without a single claim has value None (``detail["reason"]`` says why), never 0 or 1.
-
-**Passages of G.** G is cut into passages by ``tasks.synthesize.retrieve`` (``RetrievalIndex`` over
-``grounding_set_from_rows``: paragraphs, lists, whole tables with their units line; heading path as context)
-and searched with that module's BM25 (``RetrievalIndex.bm25``). Inside a passage the *evidence units* are
-its sentences and table rows, cut by ``tasks.score.coverage.markdown_pieces`` - the same Markdown walk
-that cuts the claims, so a copied sentence or row of G is the identical text on both sides. The index,
-number pool and units of one G are built once and kept for the next calls (the two stages, and every
-system scored on the same instance).
-
-**Figures.** The figures of a claim are the numbers of its text (``tasks.score.numbers.numbers_in``;
-for a table row: of its label and cells only, as in coverage: the column headers are context), after
-two clean-ups: "June 28,2025" is read as a date, not as 28,202, and cross-references are not figures
-(the number after Table/Figure/Section/§/Eq./Appendix/Note/Item/Part/Footnote/Exhibit..., and citation
-markers such as "[12]"). A figure is *weak* when it is a year (1900-2100, no separator), part of a date
-("July 30, 2023") or inside LaTeX math; otherwise *strong*. A figure of R' is *stated* by a number of G
-when ``NumberPool`` matches them (magnitudes at the coarser displayed precision, up to a factor 1000^k
-for figures of two or more significant digits: tables state their scale once) and the number of G shows
-at least the significant digits the figure claims (trailing zeros of a whole number not counted): G must
-be as precise as the claim, so "428.9M" is not stated by "approximately 429M" and "12.5%" not by "12",
-while "429M" is stated by "428.9M". So "(12)" and "-12" are the same figure (and so is "12": the sign is
-often carried by words such as "decreased", and is not checked), and "$1.2 billion" is stated by "1,200"
-in a table "(in millions)" - as by any other 1,150-1,249 figure there: a figure is checked at its own
-displayed precision - while "$1.3 billion" is not.
-
-**OfflineFaithfulnessJudge** (deterministic, no network; ``name = "offline:number-aware+<embedder>"``)
-
-*Claims* (``extract_claims``): the pieces of R' (``markdown_pieces``): each sentence of a paragraph or
-list item, each figure caption, each data row of a pipe table as ``"<context label> <row label> |
-<column header>: <value>; ..."`` (so a row's numbers are checkable with their period and unit),
-headings and code left out. Not claims: prose with fewer than 4 words, placeholders ("N/A", "TBD",
-"[...]"), boilerplate (a whole sentence in parentheses such as "(In millions, except per-share
-amounts)", "(Unaudited)", "Table of Contents") and statements about the report's own sources ("the
-documents of this period do not cover ..."), which assert an absence no passage can support.
-``claim_id`` = position, ``section`` = heading path (" > "-joined, the H1 title left out),
-``source_sentence`` = the raw sentence or table row line.
-
-*Stage 1* (``verify``), per claim:
-
-1. Candidate passages (at most 13): the first passage holding the claim verbatim (whitespace and
-   Markdown emphasis normalised; claims of 20 characters or more), the ``NUM_K`` = 4 passages holding
-   the most of the claim's distinct figures (figures found in more than 5% of the passages, and in
-   more than 20, are too common to select on), and the ``BM25_K`` = 8 best BM25 passages for the claim's
-   terms (weight = occurrences, capped at 3).
-2. Evidence units of those passages are ranked lexically (share of the claim's terms they contain,
-   numeric tokens weighted 2); the best ``UNIT_K`` = 3 are embedded with the claim (only these: G is
-   never embedded whole). cos = dot product of the L2-normalised rows.
-3. For each of those units u, in its passage p (the cosine ramps of coverage)::
-
-       numbers(p) = share of the claim's strong figures stated in p x share of its weak ones (each 1
-                    when there is none: a right amount in the wrong year is not support)
-       text(u)    = ramp(cos(claim, u); 0.35, 0.70)   claim with a strong figure (it must match too)
-                  = ramp(cos(claim, u); 0.55, 0.85)   otherwise
-       ramp(x; lo, hi) = clip((x - lo) / (hi - lo), 0, 1)
-       score      = numbers(p) * text(u)   (text(u) alone for a claim without figures)
-
-   A claim found verbatim in passage p has text support 1 there (the cosine of identical text is 1;
-   it is not embedded). The stage-1 score is the best unit's (ties: higher cosine, then candidate
-   order). A wrong figure costs its share of the score whatever the wording, and right figures in
-   unrelated words get nothing (a table of G holds hundreds of numbers: coincidences). MiniLM cosines:
-   paraphrases ~0.7-0.95, different statements on one topic ~0.3-0.65; a matching strong figure makes
-   the unit likely about the same thing, hence the lower ramp.
-
-   ``evidence`` = the best unit's passage, whole when it has at most ``EVIDENCE_CHARS`` = 800
-   characters, otherwise an 800-character window around the unit marked with "…" (stored trimmed,
-   the passage itself stays in G); ``evidence_ref`` = its doc_id; ``rationale`` = figures found /
-   missing, the cosine, the formula.
-
-*Stage 2* (``entail``), for the claims below the threshold, per figure in this order:
-
-1. in the best passage, or (strong figures) in a passage of one of the three best units (ranked by
-   stage-1 score) -> credit 1 ("in the best passage" / "in <doc_id>");
-2. a weak figure (year, date) not in the best passage -> 0: the claim is about another period;
-3. derivable by ``_derive`` (``numbers.derivation`` with typed operands: a percentage as a share or
-   percent change of two amounts, or a sum/difference of two percentages; another figure of two or more
-   significant digits as a sum or difference of two amounts, also at a scale of 1000^k, or a ratio
-   when it has three or more digits) from a *small* pool: the strong figures of the best unit plus the
-   claim's figures that G states (in the evidence passages, or elsewhere when specific; never a figure
-   that is itself only derived). A figure of three or more significant digits may also use the strong
-   figures of the three best units. -> credit 1, the expression in the rationale. Pools are small on
-   purpose: from 20 arbitrary numbers almost any 1- or 2-digit percentage is some ratio;
-4. stated elsewhere in G with at least its own number of significant digits and the same percent mark
-   -> credit 1 when it has four or more significant digits (a coincidence is unlikely), else 0.5
-   (G holds most 2- and 3-digit numbers somewhere);
-5. otherwise 0.
-
-Text support in stage 2 is the best of the stage-1 unit cosines and of one combined-evidence window (the
-best unit joined with the unit of highest cosine among the others, or else with its neighbour in its
-passage; in document order), through the claim's ramp: a claim that merges two sentences of G is
-entailed by them together - the rule for claims without figures. With numbers2 = mean credit of the
-strong figures x mean credit of the weak ones, the stage-2 score is ``numbers2 * text2`` (``text2``
-without figures), and never lower than the stage-1 score (the deeper stage only looks further). The
-window is embedded only when it could change the result.
-
-**LLMFaithfulnessJudge** (an OpenAI-compatible model through ``tasks.llm.client.LLMClient``;
-``name = "openai:<model>"``; replies are validated, retried and cached by the client)
-
-* role ``score_claims`` (``prompts/score_claims.md``): R' is sent part by part - consecutive sections
-  packed while they fit ``claims_chunk_budget`` (the input budget, and at most half of
-  ``max_output_tokens`` since the reply restates the text); a larger section is cut at block, table-row
-  (header repeated) or sentence boundaries. Nothing is dropped; each request says which part it holds.
-  Reply ``{"claims": [{"content", "source_sentence", "section"}]}``; claims are numbered in order.
-* role ``score_verify`` (``prompts/score_verify.md``, stage 1): batches of at most ``BATCH_CLAIMS`` = 10
-  claims; each claim is shown with its candidate passages of G (the offline candidates above: verbatim,
-  figure and BM25 matches), whole passages taken while they fit ``VERIFY_BUDGET`` = 1500 tokens (at most 3),
-  and the prompt says these are the most relevant excerpts of a larger set. Reply ``{"verdicts":
-  [{"claim_id", "score", "evidence", "doc_id", "rationale"}]}``; the ``check`` rejects a reply whose
-  claim_ids are not exactly the batch's (corrective retry, then ``LLMOutputError``).
-* role ``score_entail`` (``prompts/score_entail.md``, stage 2): same shape, more context (at most 6
-  passages, ``ENTAIL_BUDGET`` = 4000 tokens per claim) and the stage-1 verdict; asks for entailment under
-  reasonable assumptions, arithmetic from stated figures included.
-
-Batches are closed when the next claim would not fit the input budget; a claim whose passages do not
-fit gets fewer passages (whole ones, never cut), and a claim whose smallest passage alone does not fit
-raises ``FrameInputError`` (never a silent cut).
-
-Everything here is deterministic for a given input (the LLM judge up to the model's replies, which the
-client caches).
+`faithfulness` samples R's claims, checks them for direct support (stage 1) and sends the weak ones to
+entailment (stage 2); `OfflineFaithfulnessJudge` (figures and embeddings, deterministic) and
+`LLMFaithfulnessJudge` are the two judges. Formulas, heuristics, thresholds and limits:
+docs/metrics/faithfulness.md.
 """
 
 from __future__ import annotations
@@ -137,30 +16,32 @@ import re
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
 from schemas.config import LLMSettings
-from schemas.scoring import Claim, ItemScore, MetricResult
+from schemas.scoring import Claim, GroundingDoc, ItemScore, MetricResult
 from tasks.errors import FrameInputError
-from tasks.generate.baselines import grounding_set_from_rows
-from tasks.ground.tokens import count_tokens
-from tasks.llm.prompts import load_prompt, render
-from tasks.score.coverage import markdown_pieces
+from tasks.ground.load import grounding_set_from_rows
+from tasks.markdown.document import code_mask, heading_of, split_row
+from tasks.markdown.numbers import Num, NumberPool, derivation, numbers_in
+from tasks.markdown.pieces import DATE, MATH, fix_dates, markdown_pieces
+from tasks.markdown.text import split_sentences, terms
 from tasks.score.judges import (
     MAX_ITEMS,
     SUPPORT_THRESHOLD,
     EmbedFn,
     FaithfulnessJudge,
-    GroundingDoc,
+    SampledFamily,
     sample_items,
 )
-from tasks.score.numbers import Num, NumberPool, derivation, numbers_in
-from tasks.synthesize.retrieve import RetrievalIndex, split_sentences, terms
+from tasks.score.llm_judge import LLMJudge, ids_check, stripped_text
+from tasks.score.metric import Inputs, MetricSpec
+from tasks.synthesize.retrieve import RetrievalIndex
+from tasks.tokens import count_tokens
 
 __all__ = [
     "BATCH_CLAIMS",
@@ -172,7 +53,7 @@ __all__ = [
     "report_chunks",
 ]
 
-# ---------------------------------------------------------------- parameters (module docstring)
+# ---------------------------------------------------------------- parameters (docs/metrics/faithfulness.md)
 
 MIN_WORDS = 4
 BM25_K = 8
@@ -191,16 +72,10 @@ GROUND_CACHE = 8  # grounding sets kept built per judge (LRU)
 BATCH_CLAIMS = 10
 VERIFY_K, VERIFY_BUDGET = 3, 1500
 ENTAIL_K, ENTAIL_BUDGET = 6, 4000
-RESERVE_TOKENS = 2000
 
 # ---------------------------------------------------------------- text helpers
 
 _WORDS = re.compile(r"[A-Za-z][A-Za-z'’-]*")
-_MONTHS = (
-    r"Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|"
-    r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?"
-)
-_GLUED_DATE = re.compile(rf"\b((?:{_MONTHS})\.?\s+\d{{1,2}}),(\d{{4}})\b")
 _XREF = re.compile(
     r"(?:\b(?:tables?|figures?|figs?|sections?|secs?|eqs?|equations?|appendix|appendices|notes?|items?|"
     r"parts?|footnotes?|chapters?|exhibits?|schedules?|articles?|steps?|stages?|phases?|refs?|rules?)"
@@ -208,27 +83,19 @@ _XREF = re.compile(
     re.IGNORECASE,
 )
 _CITATION = re.compile(r"\[\s*\d{1,3}(?:\s*[,–-]\s*\d{1,3})*\s*\]")
-_PLACEHOLDER = re.compile(
-    r"^(?:n/?a|tbd|tba|none|nil|not applicable|not available|to be (?:determined|added|confirmed)|"
-    r"\.{2,}|…|[-–—]+|\[[^\]]*\]|placeholder|lorem ipsum.*)\.?$",
-    re.IGNORECASE,
-)
-_BOILERPLATE = re.compile(r"^(?:\(.*\)|table of contents|\(?unaudited\)?|see accompanying notes.*)\.?$", re.I)
-_NO_CONTENT = re.compile(
-    r"\b(?:documents?|sources?|filings?|papers?) (?:of|for) (?:the|this) (?:period|window|quarter|year) "
-    r"(?:do(?:es)? not|did not) (?:cover|mention|discuss|report|address)\b",
-    re.IGNORECASE,
+# not claims: placeholders, boilerplate notes, statements that the sources say nothing (no passage can
+# support an absence)
+_PLACEHOLDER, _BOILERPLATE, _NO_CONTENT = (
+    re.compile(pattern, re.I)
+    for pattern in (
+        r"^(?:n/?a|tbd|tba|none|nil|not applicable|not available|to be (?:determined|added|confirmed)|"
+        r"\.{2,}|…|[-–—]+|\[[^\]]*\]|placeholder|lorem ipsum.*)\.?$",
+        r"^(?:\(.*\)|table of contents|\(?unaudited\)?|see accompanying notes.*)\.?$",
+        r"\b(?:documents?|sources?|filings?|papers?) (?:of|for) (?:the|this) (?:period|window|quarter|year) "
+        r"(?:do(?:es)? not|did not) (?:cover|mention|discuss|report|address)\b",
+    )
 )
 _MARKUP = re.compile(r"\*\*|__|`+|\\")
-_DATE = re.compile(
-    rf"\b(?:(?:{_MONTHS})\.?\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,\s*\d{{4}})?|\d{{1,2}}\s+(?:{_MONTHS})\b)"
-)
-_MATH = re.compile(r"\$[^$\n]*[\\^_{}][^$\n]*\$")
-
-
-def _fix_dates(text: str) -> str:
-    """'June 28,2025' -> 'June 28, 2025' (otherwise read as the figure 28,202)."""
-    return _GLUED_DATE.sub(r"\1, \2", text)
 
 
 def _norm(text: str) -> str:
@@ -236,21 +103,12 @@ def _norm(text: str) -> str:
     return " ".join(_MARKUP.sub("", text).split())
 
 
-def _row_cells(line: str) -> list[str]:
-    s = line.strip()
-    if s.startswith("|"):
-        s = s[1:]
-    if s.endswith("|") and not s.endswith("\\|"):
-        s = s[:-1]
-    return [c.strip() for c in re.split(r"(?<!\\)\|", s)]
-
-
 def _figures_of(text: str) -> list[tuple[Num, bool]]:
     """(number, weak) for the figures of `text`: cross-references and citation markers dropped; weak =
     a year, part of a date, or inside LaTeX math (an exponent is not a reported figure)."""
-    text = _fix_dates(text)
+    text = fix_dates(text)
     cites = [m.span() for m in _CITATION.finditer(text)]
-    weak_spans = [m.span() for m in _DATE.finditer(text)] + [m.span() for m in _MATH.finditer(text)]
+    weak_spans = [m.span() for m in DATE.finditer(text)] + [m.span() for m in MATH.finditer(text)]
     out: list[tuple[Num, bool]] = []
     for n in numbers_in(text):
         if _XREF.search(text[max(0, n.start - 16) : n.start]):
@@ -265,7 +123,7 @@ def _figures_of(text: str) -> list[tuple[Num, bool]]:
 def _claim_figs(content: str, source: str = "") -> tuple[list[Num], list[bool]]:
     """The distinct figures a claim asserts, each with its weak flag (weak only if every occurrence is)."""
     if source.strip().startswith("|"):
-        found = [x for c in _row_cells(source) if c for x in _figures_of(c)]
+        found = [x for c in split_row(source) if c for x in _figures_of(c)]
     else:
         found = _figures_of(content)
     index: dict[tuple[float, float, bool], int] = {}
@@ -283,7 +141,8 @@ def _claim_figs(content: str, source: str = "") -> tuple[list[Num], list[bool]]:
 
 
 def claim_figures(content: str, source: str = "") -> list[Num]:
-    """The figures a claim asserts (module docstring, "Figures"), distinct by (magnitude, precision)."""
+    """The figures a claim asserts (docs/metrics/faithfulness.md, "Figures"), distinct by magnitude,
+    precision and percent mark."""
     return _claim_figs(content, source)[0]
 
 
@@ -346,8 +205,28 @@ def _trim(text: str, anchor: str = "", limit: int = EVIDENCE_CHARS) -> str:
     return ("… " if start > 0 else "") + text[start:end].strip() + (" …" if end < len(text) else "")
 
 
+def _item(claim: Claim, score: float, stage: int, **more: Any) -> ItemScore:
+    """The evidence item of a claim."""
+    return ItemScore(
+        index=claim.claim_id,
+        kind="claim",
+        text=claim.content,
+        source=claim.source_sentence,
+        score=score,
+        stage=stage,
+        **more,
+    )
+
+
+def _paired(claims: Sequence[Claim], stage1: Sequence[ItemScore]) -> tuple[list[Claim], list[ItemScore]]:
+    """The claims of stage 2 with their stage-1 items (as many of each)."""
+    if len(claims) != len(stage1):
+        raise ValueError(f"entail: {len(claims)} claims but {len(stage1)} stage-1 items")
+    return list(claims), list(stage1)
+
+
 def claims_of(markdown: str) -> list[Claim]:
-    """The offline claims of a Markdown report (module docstring, "Claims")."""
+    """The offline claims of a Markdown report (docs/metrics/faithfulness.md, "Claims")."""
     out: list[Claim] = []
     for p in markdown_pieces(markdown):
         if _is_claim(p.kind, p.text):
@@ -384,11 +263,11 @@ class _Analysis:
         return _shares([p in o for o in self.owners], self.weak)
 
     def text_support(self, cos: float) -> float:
-        """ramp(cos) with the ramp of the claim's kind (module docstring)."""
+        """ramp(cos) with the ramp of the claim's kind (docs/metrics/faithfulness.md)."""
         return _ramp(cos, *(NUMBER_RAMP if self.strong else PROSE_RAMP))
 
     def combine(self, numbers: float, text: float) -> float:
-        """The score formula (module docstring): figures gate, text modulates."""
+        """The score formula (docs/metrics/faithfulness.md): figures gate, text modulates."""
         return numbers * text if self.figs else text
 
     @property
@@ -420,7 +299,7 @@ class _Ground:
         nums: list[Num] = []
         owner: list[int] = []
         for i, p in enumerate(self.passages):
-            found = numbers_in(_fix_dates(p.text))
+            found = numbers_in(fix_dates(p.text))
             nums.extend(found)
             owner.extend([i] * len(found))
         self.pool = NumberPool(nums)
@@ -588,7 +467,7 @@ def _derive(target: Num, pool: Sequence[Num]) -> str | None:
 
 
 class OfflineFaithfulnessJudge:
-    """Number-aware embedding judge (module docstring). `embed` returns L2-normalised rows."""
+    """Number-aware embedding judge (docs/metrics/faithfulness.md). `embed` returns L2-normalised rows."""
 
     def __init__(self, embed: EmbedFn, embedder_name: str) -> None:
         self.embed = embed
@@ -637,18 +516,7 @@ class OfflineFaithfulnessJudge:
 
     @staticmethod
     def _empty(claims: Sequence[Claim], stage: int, why: str) -> list[ItemScore]:
-        return [
-            ItemScore(
-                index=c.claim_id,
-                kind="claim",
-                text=c.content,
-                source=c.source_sentence,
-                score=0.0,
-                stage=stage,
-                rationale=why,
-            )
-            for c in claims
-        ]
+        return [_item(c, 0.0, stage, rationale=why) for c in claims]
 
     # -- stage 1
 
@@ -687,13 +555,10 @@ class OfflineFaithfulnessJudge:
         a.best = best
         u = units[best]
         score = float(round(scores[best], 6))
-        return ItemScore(
-            index=claim.claim_id,
-            kind="claim",
-            text=claim.content,
-            source=claim.source_sentence,
-            score=min(1.0, max(0.0, score)),
-            stage=1,
+        return _item(
+            claim,
+            min(1.0, max(0.0, score)),
+            1,
             evidence=_trim(g.passages[u.passage].text, u.source),
             evidence_ref=g.doc_id(u.passage),
             rationale=self._why1(a, u, cos[best], a.verbatim is not None),
@@ -722,9 +587,7 @@ class OfflineFaithfulnessJudge:
     def entail(
         self, claims: Sequence[Claim], stage1: Sequence[ItemScore], grounding: Sequence[GroundingDoc]
     ) -> list[ItemScore]:
-        claims, stage1 = list(claims), list(stage1)
-        if len(claims) != len(stage1):
-            raise ValueError(f"entail: {len(claims)} claims but {len(stage1)} stage-1 items")
+        claims, stage1 = _paired(claims, stage1)
         if not claims:
             return []
         g = self._grounds.get(grounding)
@@ -788,7 +651,8 @@ class OfflineFaithfulnessJudge:
     def _number_support(
         g: _Ground, a: _Analysis, best: _Unit, top: list[_Unit], near: list[int]
     ) -> tuple[float, list[str]]:
-        """Stage-2 number support in [0, 1] and one note per figure (module docstring, stage 2)."""
+        """Stage-2 number support in [0, 1] and one note per figure (docs/metrics/faithfulness.md,
+        "Stage 2")."""
         where: list[int | None] = []  # passage stating the figure: best or near passage, else None
         for o, wk in zip(a.owners, a.weak, strict=True):
             if best.passage in o:
@@ -874,13 +738,10 @@ class OfflineFaithfulnessJudge:
         why = f"stage 2: {'; '.join(notes) + '; ' if notes else ''}{how}; {formula} = {s2:.3f}"
         if s2 < item1.score:
             why += f"; kept the stage-1 score {item1.score:.3f}"
-        return ItemScore(
-            index=claim.claim_id,
-            kind="claim",
-            text=claim.content,
-            source=claim.source_sentence,
-            score=min(1.0, max(0.0, score)),
-            stage=2,
+        return _item(
+            claim,
+            min(1.0, max(0.0, score)),
+            2,
             evidence=item1.evidence or _trim(g.passages[best.passage].text, best.source),
             evidence_ref=item1.evidence_ref or g.doc_id(best.passage),
             rationale=why,
@@ -890,17 +751,13 @@ class OfflineFaithfulnessJudge:
 # ---------------------------------------------------------------- LLM judge
 
 
+_ClaimContent = stripped_text("claim content is empty")
+
+
 class ClaimOut(BaseModel):
-    content: str = Field(min_length=1)
+    content: _ClaimContent
     source_sentence: str = ""
     section: str = ""
-
-    @field_validator("content")
-    @classmethod
-    def _content(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("claim content is empty")
-        return v.strip()
 
 
 class ClaimsReply(BaseModel):
@@ -922,28 +779,14 @@ class VerdictsReply(BaseModel):
 def _check_ids(expected: Sequence[int]) -> Callable[[VerdictsReply], None]:
     want = sorted(expected)
 
-    def check(reply: VerdictsReply) -> None:
-        got = [v.claim_id for v in reply.verdicts]
-        if sorted(got) != want:
-            dup = sorted({i for i in got if got.count(i) > 1})
-            missing = sorted(set(want) - set(got))
-            extra = sorted(set(got) - set(want))
-            parts = []
-            if missing:
-                parts.append(f"missing claim_ids {missing}")
-            if extra:
-                parts.append(f"unknown claim_ids {extra}")
-            if dup:
-                parts.append(f"repeated claim_ids {dup}")
-            raise ValueError(
-                f"verdicts must cover exactly claim_ids {want}, one verdict each ({'; '.join(parts)})"
-            )
+    def explain(dup: list, extra: list, missing: list) -> str:
+        parts = [f"missing claim_ids {missing}"] * bool(missing) + [f"unknown claim_ids {extra}"] * bool(
+            extra
+        )
+        parts += [f"repeated claim_ids {dup}"] * bool(dup)
+        return f"verdicts must cover exactly claim_ids {want}, one verdict each ({'; '.join(parts)})"
 
-    return check
-
-
-_HEADING_LINE = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
-_FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+    return ids_check(want, lambda reply: [v.claim_id for v in reply.verdicts], explain)
 
 
 def _sections(markdown: str) -> list[tuple[str, str]]:
@@ -952,17 +795,13 @@ def _sections(markdown: str) -> list[tuple[str, str]]:
     stack: list[tuple[int, str]] = []
     cur: list[str] = []
     path = ""
-    fence: str | None = None
-    for line in markdown.replace("\r\n", "\n").split("\n"):
-        f = _FENCE_LINE.match(line)
-        if f:
-            fence = None if fence and line.strip().startswith(fence) else (fence or f.group(1))
-        m = _HEADING_LINE.match(line) if fence is None and not f else None
-        if m:
+    lines = markdown.replace("\r\n", "\n").split("\n")
+    for line, code in zip(lines, code_mask(lines, "lenient"), strict=True):
+        head = None if code else heading_of(line)
+        if head:
             if any(x.strip() for x in cur):
                 out.append((path, cur))
-            level = len(m.group(1))
-            stack = [(lv, t) for lv, t in stack if lv < level] + [(level, m.group(2).strip())]
+            stack = [(lv, t) for lv, t in stack if lv < head.level] + [(head.level, head.title.strip())]
             path = " > ".join(t for _, t in stack)
             cur = [line]
         else:
@@ -1040,34 +879,19 @@ def report_chunks(markdown: str, budget: int) -> list[tuple[str, str]]:
     return chunks
 
 
-class LLMFaithfulnessJudge:
-    """Claims and verdicts from an OpenAI-compatible model (module docstring)."""
+class LLMFaithfulnessJudge(LLMJudge):
+    """Claims and verdicts from an OpenAI-compatible model (docs/metrics/faithfulness.md)."""
+
+    ROLES = ("score_claims", "score_verify", "score_entail")
 
     def __init__(self, client: Any, settings: LLMSettings) -> None:
-        self.client = client
-        self.settings = settings
-        self.name = f"openai:{settings.model}"
-        self.prompts = {r: load_prompt(r) for r in ("score_claims", "score_verify", "score_entail")}
-        self.prompt_sha256 = {r: p.sha256 for r, p in self.prompts.items()}
+        super().__init__(client, settings)
         self._grounds = _GroundCache()
         self.models: set[str] = set()
 
-    def __repr__(self) -> str:
-        return f"LLMFaithfulnessJudge(model={self.settings.model!r})"
-
-    # -- budgets
-
-    def input_budget(self) -> int:
-        s = self.settings
-        reserve = min(RESERVE_TOKENS, s.context_tokens // 10)
-        return s.context_tokens - s.max_output_tokens - reserve
-
-    def _overhead(self, role: str, **empty: str) -> int:
-        msgs = render(self.prompts[role], **empty)
-        return sum(count_tokens(m["content"]) for m in msgs)
-
     def claims_chunk_budget(self) -> int:
-        over = self._overhead("score_claims", report_title="", part="", report_part="")
+        over = self.overhead("score_claims", report_title="", part="", report_part="")
+        # at most half the reply: the claims restate the text
         budget = min(self.input_budget() - over, self.settings.max_output_tokens // 2)
         if budget < 100:
             raise FrameInputError(
@@ -1076,39 +900,29 @@ class LLMFaithfulnessJudge:
             )
         return budget
 
-    def _run(self, jobs: list[Callable[[], Any]]) -> list[Any]:
-        if len(jobs) <= 1 or self.settings.concurrency <= 1:
-            return [j() for j in jobs]
-        with ThreadPoolExecutor(max_workers=min(self.settings.concurrency, len(jobs))) as ex:
-            return list(ex.map(lambda j: j(), jobs))
-
     # -- claims
 
     def extract_claims(self, generated_markdown: str) -> list[Claim]:
         if not generated_markdown.strip():
             return []
-        title = next(
-            (m.group(2).strip() for ln in generated_markdown.split("\n") if (m := _HEADING_LINE.match(ln))),
-            "",
-        )
+        title = next((h.title.strip() for ln in generated_markdown.split("\n") if (h := heading_of(ln))), "")
         chunks = report_chunks(generated_markdown, self.claims_chunk_budget())
         n = len(chunks)
 
-        def job(i: int, path: str, text: str) -> list[ClaimOut]:
+        def job(chunk: tuple[int, tuple[str, str]]) -> list[ClaimOut]:
+            i, (path, text) = chunk
             part = f"part {i + 1} of {n}" + (f" (starting at section: {path})" if path else "")
-            msgs = render(
-                self.prompts["score_claims"], report_title=title or "(untitled)", part=part, report_part=text
+            res = self.ask(
+                "score_claims", ClaimsReply, report_title=title or "(untitled)", part=part, report_part=text
             )
-            res = self.client.complete_json("score_claims", msgs, ClaimsReply, None)
             self.models.add(res.model)
             for c in res.value.claims:
                 if not c.section:
                     c.section = path
             return res.value.claims
 
-        results = self._run([lambda i=i, p=p, t=t: job(i, p, t) for i, (p, t) in enumerate(chunks)])
         out: list[Claim] = []
-        for claims in results:
+        for claims in self.map(job, list(enumerate(chunks))):
             for c in claims:
                 out.append(
                     Claim(
@@ -1153,23 +967,17 @@ class LLMFaithfulnessJudge:
             lines.append(f"Excerpt {claim.claim_id}.{j} - doc_id: {doc} ({title})\n<<<\n{body}\n>>>")
         return "\n".join(lines)
 
-    def _judge(
+    def _blocks(
         self,
         role: str,
+        g: _Ground,
         claims: list[Claim],
-        grounding: Sequence[GroundingDoc],
         k: int,
         budget: int,
+        room: int,
         prior: list[ItemScore] | None,
-    ) -> list[ItemScore]:
-        if not claims:
-            return []
-        g = self._grounds.get(grounding)
-        stage = 2 if role == "score_entail" else 1
-        over = self._overhead(role, claims="")
-        room = self.input_budget() - over
-        if room < 200:
-            raise FrameInputError("llm.context_tokens", f"too small for {role} (prompt {over} tokens)")
+    ) -> list[tuple[Claim, str]]:
+        """Each claim with its excerpts (whole passages, fewer while the block does not fit `room`)."""
         blocks: list[tuple[Claim, str]] = []
         for i, c in enumerate(claims):
             ps = self._evidence(g, c, k, min(budget, room - 200))
@@ -1182,6 +990,11 @@ class LLMFaithfulnessJudge:
                     "llm.context_tokens", f"claim {c.claim_id} with its smallest excerpt does not fit {role}"
                 )
             blocks.append((c, block))
+        return blocks
+
+    @staticmethod
+    def _batches(blocks: list[tuple[Claim, str]], room: int) -> list[list[tuple[Claim, str]]]:
+        """Consecutive claim blocks, at most BATCH_CLAIMS and `room` tokens per request."""
         batches: list[list[tuple[Claim, str]]] = []
         cur: list[tuple[Claim, str]] = []
         cur_tok = 0
@@ -1194,37 +1007,51 @@ class LLMFaithfulnessJudge:
             cur_tok += t
         if cur:
             batches.append(cur)
-        doc_ids = {d.doc_id for d in grounding}
+        return batches
 
-        def job(batch: list[tuple[Claim, str]]) -> list[ItemScore]:
-            ids = [c.claim_id for c, _ in batch]
-            msgs = render(self.prompts[role], claims="\n\n".join(b for _, b in batch))
-            res = self.client.complete_json(role, msgs, VerdictsReply, None, check=_check_ids(ids))
-            self.models.add(res.model)
-            by_id = {v.claim_id: v for v in res.value.verdicts}
-            out = []
-            for c, _ in batch:
-                v = by_id[c.claim_id]
-                ref = v.doc_id.strip() if v.doc_id.strip() in doc_ids else ""
-                why = v.rationale.strip()
-                if v.doc_id.strip() and not ref:
-                    why += f" [doc_id {v.doc_id.strip()!r} is not a document of G]"
-                out.append(
-                    ItemScore(
-                        index=c.claim_id,
-                        kind="claim",
-                        text=c.content,
-                        source=c.source_sentence,
-                        score=float(v.score),
-                        stage=stage,
-                        evidence=_trim(v.evidence),
-                        evidence_ref=ref,
-                        rationale=why,
-                    )
+    def _ask_batch(self, role: str, batch: list[tuple[Claim, str]], doc_ids: set[str]) -> list[ItemScore]:
+        ids = [c.claim_id for c, _ in batch]
+        res = self.ask(role, VerdictsReply, check=_check_ids(ids), claims="\n\n".join(b for _, b in batch))
+        self.models.add(res.model)
+        by_id = {v.claim_id: v for v in res.value.verdicts}
+        out = []
+        for c, _ in batch:
+            v = by_id[c.claim_id]
+            ref = v.doc_id.strip() if v.doc_id.strip() in doc_ids else ""
+            why = v.rationale.strip()
+            if v.doc_id.strip() and not ref:
+                why += f" [doc_id {v.doc_id.strip()!r} is not a document of G]"
+            out.append(
+                _item(
+                    c,
+                    float(v.score),
+                    2 if role == "score_entail" else 1,
+                    evidence=_trim(v.evidence),
+                    evidence_ref=ref,
+                    rationale=why,
                 )
-            return out
+            )
+        return out
 
-        results = self._run([lambda b=b: job(b) for b in batches])
+    def _judge(
+        self,
+        role: str,
+        claims: list[Claim],
+        grounding: Sequence[GroundingDoc],
+        k: int,
+        budget: int,
+        prior: list[ItemScore] | None,
+    ) -> list[ItemScore]:
+        if not claims:
+            return []
+        g = self._grounds.get(grounding)
+        over = self.overhead(role, claims="")
+        room = self.input_budget() - over
+        if room < 200:
+            raise FrameInputError("llm.context_tokens", f"too small for {role} (prompt {over} tokens)")
+        batches = self._batches(self._blocks(role, g, claims, k, budget, room, prior), room)
+        doc_ids = {d.doc_id for d in grounding}
+        results = self.map(lambda batch: self._ask_batch(role, batch, doc_ids), batches)
         return [it for r in results for it in r]
 
     def verify(self, claims: Sequence[Claim], grounding: Sequence[GroundingDoc]) -> list[ItemScore]:
@@ -1233,9 +1060,7 @@ class LLMFaithfulnessJudge:
     def entail(
         self, claims: Sequence[Claim], stage1: Sequence[ItemScore], grounding: Sequence[GroundingDoc]
     ) -> list[ItemScore]:
-        claims, stage1 = list(claims), list(stage1)
-        if len(claims) != len(stage1):
-            raise ValueError(f"entail: {len(claims)} claims but {len(stage1)} stage-1 items")
+        claims, stage1 = _paired(claims, stage1)
         return self._judge("score_entail", claims, grounding, ENTAIL_K, ENTAIL_BUDGET, stage1)
 
 
@@ -1251,7 +1076,7 @@ def faithfulness(
     seed: int = 0,
     threshold: float = SUPPORT_THRESHOLD,
 ) -> MetricResult:
-    """Faithfulness of `generated_md` against `grounding` (module docstring)."""
+    """Faithfulness of `generated_md` against `grounding` (docs/metrics/faithfulness.md)."""
     claims = judge.extract_claims(generated_md)
     base: dict[str, Any] = {"max_items": max_items, "seed": seed, "threshold": threshold}
     if not claims:
@@ -1307,3 +1132,20 @@ def faithfulness(
         items=final,
         detail=detail,
     )
+
+
+# ---------------------------------------------------------------- the family
+
+
+class FaithfulnessFamily(SampledFamily):
+    """Claim support: share of the sampled claims of R' that the grounding documents support."""
+
+    name = "faithfulness"
+    metrics = (MetricSpec("faithfulness", group="frame", evidence="support"),)
+    reads = frozenset({"grounding"})
+
+    offline_judge, llm_judge = OfflineFaithfulnessJudge, LLMFaithfulnessJudge
+
+    def measure(self, inputs: Inputs, *, max_items: int, seed: int) -> MetricResult:
+        # G, not Y: a claim of R' is checked against the grounding documents
+        return faithfulness(inputs.generated, inputs.grounding, self.judge, max_items=max_items, seed=seed)

@@ -1,28 +1,6 @@
-"""Table and text fidelity of a generated report against the gold report (SPEC §5; paper 002 §4.1, App. A,
-adapted from HTML pages to Markdown reports).
-
-**Tables.** Every pipe table of both reports becomes a tree table -> rows -> cells (Markdown has no spans,
-so every cell spans 1; the header row is a row like the others, as ``th`` counts as ``td``). Each gold x
-generated pair gets the candidate score
-
-    0.45 TEDS + 0.25 TEDS-S + 0.20 s_text + 0.10 s_pos
-
-where TEDS / TEDS-S come from :func:`tasks.score.tables.teds_trees`, s_text is rapidfuzz's
-``partial_ratio`` / 100 of the two tables' whitespace-collapsed texts (cells joined row by row), and s_pos
-replaces the paper's box overlap (reports have no page geometry): 1 - |relative position of the table
-among its report's tables, gold vs generated| (relative position = index / (count - 1), 0 for a single
-table). Pairs below 0.40 are unavailable; the rest are assigned one-to-one by
-``scipy.optimize.linear_sum_assignment`` (global, not greedy), and assigned pairs below 0.40 are dropped.
-
-Report-level table scores: ``teds`` and ``teds_s`` = mean over matched pairs + unmatched gold tables +
-unmatched generated tables, an unmatched table counting 0 (a missing table and a spurious one both cost).
-A gold report without tables has no table score (None), as pages without a ground-truth table are left
-out of the paper's table means.
-
-**Text.** ``text_edit_distance`` = Levenshtein(T_g, T_p) / max(|T_g|, |T_p|, 1) over the whole reports'
-texts, normalised conservatively: whitespace runs collapsed, ``$`` delimiters removed, everything else
-(punctuation, Markdown table pipes, headings marks) kept. 0 = identical; lower is better.
-"""
+"""Table and text fidelity of a generated report against the gold report (SPEC §5, paper 002 §4.1): TEDS
+and TEDS-S over one-to-one matched pipe tables, and the normalised edit distance of the whole texts.
+Definitions: docs/metrics/tables.md and docs/metrics/text_edit_distance.md."""
 
 from __future__ import annotations
 
@@ -34,8 +12,10 @@ from rapidfuzz import fuzz
 from rapidfuzz.distance import Levenshtein
 from scipy.optimize import linear_sum_assignment
 
-from tasks.score.tables import TableCell, TableTree, teds_trees
-from tasks.score.tree import table_grids
+from schemas.scoring import ItemScore, MetricResult
+from tasks.markdown.tables import table_trees
+from tasks.markdown.teds import TableTree, teds_trees
+from tasks.score.metric import Inputs, MetricFamily, MetricSpec
 
 __all__ = [
     "MATCH_THRESHOLD",
@@ -53,11 +33,8 @@ _WS = re.compile(r"\s+")
 
 
 def markdown_tables(markdown: str) -> list[TableTree]:
-    """The pipe tables of a Markdown report as TEDS trees, in document order."""
-    return [
-        TableTree(rows=tuple(tuple(TableCell(text=c) for c in row) for row in grid))
-        for grid in table_grids(markdown)
-    ]
+    """The pipe tables of a Markdown report as TEDS trees, in document order (the scorers' reading)."""
+    return table_trees(markdown)
 
 
 def _table_text(t: TableTree) -> str:
@@ -134,3 +111,85 @@ def text_edit_distance(gold_markdown: str, generated_markdown: str) -> float:
     """Levenshtein / max(len, 1) of the normalised whole-report texts (0 = identical)."""
     a, b = normalise_text(gold_markdown), normalise_text(generated_markdown)
     return Levenshtein.distance(a, b) / max(len(a), len(b), 1)
+
+
+# ---------------------------------------------------------------- the families
+
+
+def _head(t: TableTree) -> str:
+    return " | ".join(c.text for c in t.rows[0])[:300] if t.rows else ""
+
+
+def table_items(
+    fid: TableFidelity, gold_t: list[TableTree], gen_t: list[TableTree], teds_s: bool
+) -> list[ItemScore]:
+    """One evidence item per gold table (its match's TEDS or TEDS-S, 0 unmatched), one per spurious table."""
+    by_gold = {m.gold: m for m in fid.matches}
+    items = []
+    for i, t in enumerate(gold_t):
+        m = by_gold.get(i)
+        items.append(
+            ItemScore(
+                index=i,
+                kind="table",
+                text=_head(t),
+                score=((m.teds_s if teds_s else m.teds) if m else 0.0),
+                evidence=_head(gen_t[m.generated]) if m else "",
+                evidence_ref=f"generated table {m.generated}" if m else "",
+                rationale=f"matched, candidate score {m.score:.3f}"
+                if m
+                else "no generated table scores >= 0.40",
+            )
+        )
+    matched = {m.generated for m in fid.matches}
+    for j, t in enumerate(gen_t):
+        if j not in matched:
+            items.append(
+                ItemScore(
+                    index=len(gold_t) + j,
+                    kind="spurious_table",
+                    text=_head(t),
+                    score=0.0,
+                    evidence_ref=f"generated table {j}",
+                    rationale="generated table without a gold counterpart",
+                )
+            )
+    return items
+
+
+class TablesFamily(MetricFamily):
+    """TEDS and TEDS-S over the Hungarian-matched tables of Y and R' (paper 002 §4.1)."""
+
+    name = "tables"
+    metrics = (MetricSpec("teds", group="fidelity"), MetricSpec("teds_s", group="fidelity"))
+    reads = frozenset({"gold"})
+    summary = "table fidelity: TEDS and structure-only TEDS-S of the matched tables"
+
+    def score(self, inputs: Inputs) -> list[MetricResult]:
+        fid = table_fidelity(inputs.gold, inputs.generated)
+        gold_t, gen_t = markdown_tables(inputs.gold), markdown_tables(inputs.generated)
+        detail = {"gold_tables": fid.n_gold, "generated_tables": fid.n_generated, "matched": len(fid.matches)}
+        return [
+            MetricResult(
+                metric=metric,
+                value=fid.teds_s if structure_only else fid.teds,
+                judge="deterministic",
+                population=len(gold_t),
+                items=table_items(fid, gold_t, gen_t, structure_only) if gold_t else [],
+                detail=dict(detail),
+            )
+            for metric, structure_only in (("teds", False), ("teds_s", True))
+        ]
+
+
+class TextEditDistanceFamily(MetricFamily):
+    """Normalised Levenshtein distance of the two reports' texts (paper 002); lower is better."""
+
+    name = "text_edit_distance"
+    metrics = (MetricSpec("text_edit_distance", higher_is_better=False, group="fidelity"),)
+    reads = frozenset({"gold"})
+    summary = "normalised edit distance of the whole texts (0 = identical; lower is better)"
+
+    def score(self, inputs: Inputs) -> list[MetricResult]:
+        value = text_edit_distance(inputs.gold, inputs.generated)
+        return [MetricResult(metric="text_edit_distance", value=value, judge="deterministic")]

@@ -1,50 +1,7 @@
-"""Holistic direct scores 1-10 (paper 001 App. G.7): the saturation baseline shown beside FRAME's metrics.
-
-A judge rates a generated report R' on four axes, each an integer from 1 to 10 where 10 is best:
-faithfulness, completeness, understandability and hallucination (framed as its *absence*: 10 = no
-hallucination, so higher is better on every axis). :func:`holistic` turns a rating into four
-``MetricResult`` rows named ``schemas.scoring.HOLISTIC_METRICS`` (values 1.0..10.0, no items).
-
-**OfflineHolisticJudge** (``name = "offline:holistic-proxy"``): a deterministic, cheap heuristic with no
-embeddings and no model. It stands in for the LLM judge in offline runs and is *not* a reader: it only
-looks at figures, headings and surface form. With ``s(x) = round_half_up(1 + 9 x)`` for a share x in [0, 1]:
-
-* Pieces and figures follow the offline coverage judge (``tasks.score.coverage``): a report is cut into
-  pieces (sentences, list-item sentences, captions, table rows); a piece's *strong* numbers are its
-  figures that are not years, parts of dates, LaTeX math or cross-references ("Table 2").
-  Figures match by ``tasks.score.numbers.NumberPool`` (same magnitude at the coarser displayed
-  precision, tables' 1000^k scale allowed). G's pool holds every number of every grounding document.
-* faithfulness = s(share of the strong-number occurrences of R' found in G). R' without a strong number
-  is vacuously faithful (share 1, said in the rationale).
-* completeness = s(mean of the defined shares among: Y's strong-number occurrences found anywhere in R';
-  Y's H2/H3 headings fuzzy-found among R's headings (rapidfuzz ``token_sort_ratio`` >= 80 after
-  lower-casing and dropping section numbering)). When Y has neither, the share of Y's distinct words of
-  4+ letters present in R' is used instead.
-* understandability = s(mean of four 0/1 checks): R' has a section heading (not just a leading H1
-  title); the median prose sentence has <= 35 words (vacuously true without prose); no paragraph of 5+
-  words appears twice; no raw HTML tag or entity outside code fences.
-* hallucination = s(1 - share of R's pieces that carry a strong number found nowhere in G).
-* An *empty* R' (no piece: whitespace or headings only) gets 1 on every axis.
-
-Its limits are the point of a baseline: a report without figures is "faithful", a fabricated sentence
-without a number is invisible, a right figure in the wrong context counts as found.
-
-**LLMHolisticJudge** (role ``score_holistic``, prompt ``prompts/score_holistic.md``,
-``name = "openai:<model>"``): the G.7 protocol with the gold report Y as the reference written from the
-same sources, as much of the grounding documents G as fits, and R'. Reply
-``{"faithfulness", "completeness", "understandability", "hallucination", "rationale"}`` validated by
-:class:`HolisticReply` (integers 1..10; otherwise a corrective retry, then ``LLMOutputError``).
-
-*Budget.* The input budget is ``context_tokens - max_output_tokens - min(2000, context_tokens // 10)``
-minus the prompt's own tokens. When Y, R' and G do not fit, G gets at least 40% of the room (or what it
-needs), Y and R' share the rest in proportion to their sizes, and the documents share G's room by
-water-filling (small documents whole, the larger ones an equal share; documents whose share would fall
-below ``MIN_DOC_TOKENS`` are left out, last ones first). Every cut is at a line boundary (a single
-over-long line is cut at a word) and marked in the text, and the prompt's note says what was cut and
-which documents were left out: inputs are never cut silently. The note is also kept in the result detail.
-
-The truncation helpers (:func:`cut_to_tokens`, :func:`proportional_caps`, :func:`water_fill`) are shared
-with ``tasks.score.pairwise``.
+"""Holistic direct scores 1-10 (paper 001 App. G.7): four axes of a generated report (faithfulness,
+completeness, understandability, no hallucination), the saturation baseline shown beside FRAME's metrics.
+An offline proxy or an LLM judge rates; the truncation helpers here are shared with ``tasks.score.pairwise``.
+Specification, the proxy's formulas and its limits: docs/metrics/holistic.md.
 """
 
 from __future__ import annotations
@@ -53,22 +10,18 @@ import math
 import re
 import statistics
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, Field
 from rapidfuzz import fuzz, process
 from rapidfuzz.utils import default_process
 
-from schemas.config import LLMSettings
-from schemas.scoring import HOLISTIC_METRICS, MetricResult
-from tasks.errors import FrameInputError
-from tasks.ground.tokens import count_tokens, count_tokens_many, get_encoder
-from tasks.llm.prompts import load_prompt, render
-from tasks.score.coverage import Piece, _md_blocks, _numbers, _strong_numbers, markdown_pieces
-from tasks.score.coverage import _clean as _clean_md
-from tasks.score.judges import GroundingDoc
-from tasks.score.numbers import Num, NumberPool
-from tasks.score.tree import HEADING_RE
+from schemas.scoring import GroundingDoc, MetricResult
+from tasks.markdown.numbers import Num, NumberPool
+from tasks.markdown.pieces import Piece, heading_title, markdown_pieces, md_blocks, numbers, strong_numbers
+from tasks.score.llm_judge import LLMJudge, input_budget
+from tasks.score.metric import Inputs, JudgeEnv, MetricFamily, MetricSpec
+from tasks.tokens import count_tokens, count_tokens_many, get_encoder
 
 __all__ = [
     "AXES",
@@ -76,18 +29,20 @@ __all__ = [
     "HolisticReply",
     "LLMHolisticJudge",
     "OfflineHolisticJudge",
+    "TextsJudge",
     "cut_to_tokens",
     "holistic",
     "input_budget",
+    "prompt_room",
     "proportional_caps",
     "water_fill",
 ]
 
 AXES: tuple[str, ...] = ("faithfulness", "completeness", "understandability", "hallucination")
+HOLISTIC_METRICS: tuple[str, ...] = tuple(f"holistic_{a}" for a in AXES)  # hallucination: 10 = none
 HEADING_MATCH = 80  # rapidfuzz token_sort_ratio for a gold heading to count as present in R'
 MAX_MEDIAN_WORDS = 35  # median prose sentence length (words) still easy to read
 MIN_PARAGRAPH_WORDS = 5  # shorter paragraphs (labels, "N/A") may legitimately repeat
-RESERVE_TOKENS = 2000  # as coverage: room for message framing and token-count drift
 NOTE_ALLOWANCE = 200  # tokens kept for the truncation note, rendered after the cuts
 MIN_TEXT_TOKENS = 64  # below this a report excerpt is useless: refuse instead of judging nothing
 MIN_DOC_TOKENS = 100  # a grounding document gets at least this much room, or is left out
@@ -97,25 +52,12 @@ GROUNDING_SHARE = 0.4  # share of the room kept for G when everything does not f
 # ======================================================================== truncation helpers
 
 
-def prompt_room(prompt: Any, settings: LLMSettings, role: str, texts: int, **blank: str) -> int:
-    """Tokens left for the texts of one request of `role`: the input budget minus the prompt rendered
-    with empty `blank` variables and the truncation note; at least MIN_TEXT_TOKENS per text, else a
-    one-line input error naming the settings."""
-    overhead = sum(count_tokens(m["content"]) for m in render(prompt, **blank))
-    room = input_budget(settings) - overhead - NOTE_ALLOWANCE
-    if room < texts * MIN_TEXT_TOKENS:
-        raise FrameInputError(
-            "llm.context_tokens",
-            f"context_tokens {settings.context_tokens} / max_output_tokens "
-            f"{settings.max_output_tokens} leave no room to send the reports to {role}",
-        )
-    return room
-
-
-def input_budget(settings: LLMSettings) -> int:
-    """Tokens available for the rendered prompt: context minus the reply minus a framing reserve."""
-    reserve = min(RESERVE_TOKENS, settings.context_tokens // 10)
-    return settings.context_tokens - settings.max_output_tokens - reserve
+def prompt_room(judge: LLMJudge, texts: int, **blank: str) -> int:
+    """Tokens left for the `texts` texts of one request of the judge's first role: its room
+    (`LLMJudge.room`, the prompt rendered with empty `blank` variables) less the truncation note's
+    allowance; at least MIN_TEXT_TOKENS per text, else the one-line input error naming the settings."""
+    role = judge.ROLES[0]
+    return judge.room(role, texts * MIN_TEXT_TOKENS, "the reports", spare=NOTE_ALLOWANCE, **blank)
 
 
 def cut_to_tokens(text: str, max_tokens: int) -> tuple[str, bool]:
@@ -191,26 +133,15 @@ def _scale(share: float) -> int:
 
 def _strong(piece: Piece) -> list[Num]:
     # the raw source: a table row's own cells, not the column headers repeated into its text
-    return _strong_numbers(piece.source)
+    return strong_numbers(piece.source)
 
 
 def _headings(markdown: str) -> list[tuple[int, str]]:
-    out = []
-    for b in _md_blocks(markdown):
-        if b.kind in ("title", "heading"):
-            m = HEADING_RE.match(b.lines[0])
-            if m:
-                out.append((len(m.group(1)), _clean_md(m.group(2))))
-    return out
+    """(level, cleaned title) of the report's headings, its title included."""
+    return [(b.level, heading_title(b)) for b in md_blocks(markdown) if b.kind in ("title", "heading")]
 
 
 _NUMBERING = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[IVXLC]+\.|[A-Z]\.)\s+")
-_HTML = re.compile(
-    r"<!--|<\s*/?\s*(?:a|abbr|article|b|body|br|center|code|div|em|font|footer|h[1-6]|head|header|hr|html|"
-    r"i|iframe|img|li|nav|ol|p|pre|script|section|small|span|strong|style|sub|sup|table|tbody|td|th|thead|"
-    r"tr|u|ul)\b[^<>]*>|&(?:nbsp|amp|lt|gt|quot|apos|#\d+|#x[0-9a-f]+);",
-    re.I,
-)
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
 
 
@@ -222,8 +153,119 @@ def _share(hits: int, total: int) -> float | None:
     return hits / total if total else None
 
 
+def _against_grounding(pieces: list[Piece], grounding: Sequence[GroundingDoc]) -> dict[str, Any]:
+    """Faithfulness and hallucination: the strong figures of R' looked up in G's number pool."""
+    g_pool = NumberPool(n for d in grounding for n in numbers(d.markdown))
+    found = [[g_pool.contains(n) for n in _strong(p)] for p in pieces]
+    n_fig = sum(len(f) for f in found)
+    n_found = sum(sum(f) for f in found)
+    unsupported = sum(1 for f in found if not all(f))
+    why = (
+        f"faithfulness: R' strong figures found in G {n_found}/{n_fig}"
+        if n_fig
+        else "faithfulness: no strong figure in R' (vacuously faithful)"
+    )
+    return {
+        "faithfulness_share": _share(n_found, n_fig),
+        "figures": n_fig,
+        "figures_found": n_found,
+        "unsupported_pieces": unsupported,
+        "hallucination_share": unsupported / len(pieces),
+        "why": why,
+    }
+
+
+def _completeness(gold: str, generated: str) -> dict[str, Any]:
+    """Completeness: Y's strong figures and H2/H3 headings found in R' (else Y's words of 4+ letters)."""
+    r_pool = NumberPool(numbers(generated))
+    y_nums = [n for p in markdown_pieces(gold) for n in _strong(p)]
+    y_hits = sum(r_pool.contains(n) for n in y_nums)
+    y_heads = [_heading_key(t) for lvl, t in _headings(gold) if lvl in (2, 3)]
+    r_heads = [_heading_key(t) for _, t in _headings(generated)]
+    head_hits = sum(
+        1
+        for h in y_heads
+        if r_heads and process.extractOne(h, r_heads, scorer=fuzz.token_sort_ratio)[1] >= HEADING_MATCH
+    )
+    y_found, heads_found = _share(y_hits, len(y_nums)), _share(head_hits, len(y_heads))
+    parts = [x for x in (y_found, heads_found) if x is not None]
+    words_found = None
+    if parts:
+        completeness = statistics.mean(parts)
+    else:  # Y without figures or sections: plain word recall
+        y_words = {w.lower() for w in _WORD.findall(gold) if len(w) >= 4}
+        r_words = {w.lower() for w in _WORD.findall(generated)}
+        words_found = _share(len(y_words & r_words), len(y_words))
+        completeness = words_found if words_found is not None else 1.0
+    why = [
+        *([f"Y figures found in R' {y_hits}/{len(y_nums)}"] if y_nums else []),
+        *([f"Y H2/H3 headings found in R' {head_hits}/{len(y_heads)}"] if y_heads else []),
+    ] or [f"Y has no figure or H2/H3 heading; Y words found in R' {completeness:.2f}"]
+    return {
+        "gold_figures_share": y_found,
+        "gold_headings_share": heads_found,
+        "gold_words_share": words_found,
+        "completeness_share": completeness,
+        "why": "completeness: " + "; ".join(why),
+    }
+
+
+_HTML = re.compile(
+    r"<!--|<\s*/?\s*(?:a|abbr|article|b|body|br|center|code|div|em|font|footer|h[1-6]|head|header|hr|html|"
+    r"i|iframe|img|li|nav|ol|p|pre|script|section|small|span|strong|style|sub|sup|table|tbody|td|th|thead|"
+    r"tr|u|ul)\b[^<>]*>|&(?:nbsp|amp|lt|gt|quot|apos|#\d+|#x[0-9a-f]+);",
+    re.I,
+)
+
+
+def _readability(generated: str, pieces: list[Piece]) -> dict[str, Any]:
+    """Understandability: four surface checks of R'."""
+    blocks = md_blocks(generated)
+    prose = [len(_WORD.findall(p.text)) for p in pieces if p.kind in ("sentence", "item")]
+    median_words = float(statistics.median(prose)) if prose else 0.0
+    paragraphs = [
+        " ".join(b.raw.lower().split())
+        for b in blocks
+        if b.kind in ("text", "list") and len(b.raw.split()) >= MIN_PARAGRAPH_WORDS
+    ]
+    checks = {
+        "has_headings": any(b.kind == "heading" for b in blocks),
+        "short_sentences": median_words <= MAX_MEDIAN_WORDS,
+        "no_repeated_paragraph": len(paragraphs) == len(set(paragraphs)),
+        "no_raw_html": not any(_HTML.search(b.raw) for b in blocks if b.kind != "code"),
+    }
+    why = (
+        "understandability: "
+        + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in checks.items())
+        + f" (median sentence {median_words:g} words)"
+    )
+    return {
+        "readability_checks": checks,
+        "median_sentence_words": median_words,
+        "readability_share": sum(checks.values()) / len(checks),
+        "why": why,
+    }
+
+
+_DETAIL = (  # the offline judge's figures, in the order its detail lists them
+    "faithfulness_share",
+    "figures",
+    "figures_found",
+    "gold_figures_share",
+    "gold_headings_share",
+    "gold_words_share",
+    "completeness_share",
+    "readability_checks",
+    "median_sentence_words",
+    "readability_share",
+    "unsupported_pieces",
+    "pieces",
+    "hallucination_share",
+)
+
+
 class OfflineHolisticJudge:
-    """Deterministic proxy of the holistic judge (module docstring: formulas and limits)."""
+    """Deterministic proxy of the holistic judge (formulas and limits: docs/metrics/holistic.md)."""
 
     name = "offline:holistic-proxy"
 
@@ -235,98 +277,20 @@ class OfflineHolisticJudge:
                 "rationale": "the generated report has no content: 1 on every axis",
                 "detail": {"empty": True},
             }
-        g_pool = NumberPool(n for d in grounding for n in _numbers(d.markdown))
-        r_pool = NumberPool(_numbers(generated_markdown))
-
-        # faithfulness and hallucination: R's strong figures against G
-        strong = [_strong(p) for p in pieces]
-        found = [[g_pool.contains(n) for n in nums] for nums in strong]
-        n_fig = sum(len(f) for f in found)
-        n_fig_found = sum(sum(f) for f in found)
-        faith = _share(n_fig_found, n_fig)
-        unsupported = sum(1 for f in found if not all(f))
-        halluc_share = unsupported / len(pieces)
-
-        # completeness: Y's figures and section headings in R'
-        y_nums = [n for p in markdown_pieces(gold_markdown) for n in _strong(p)]
-        y_hits = sum(r_pool.contains(n) for n in y_nums)
-        y_found = _share(y_hits, len(y_nums))
-        y_heads = [_heading_key(t) for lvl, t in _headings(gold_markdown) if lvl in (2, 3)]
-        r_heads = [_heading_key(t) for _, t in _headings(generated_markdown)]
-        head_hits = sum(
-            1
-            for h in y_heads
-            if r_heads and process.extractOne(h, r_heads, scorer=fuzz.token_sort_ratio)[1] >= HEADING_MATCH
-        )
-        heads_found = _share(head_hits, len(y_heads))
-        parts = [x for x in (y_found, heads_found) if x is not None]
-        words_found = None
-        if parts:
-            completeness = statistics.mean(parts)
-        else:  # Y without figures or sections: plain word recall
-            y_words = {w.lower() for w in _WORD.findall(gold_markdown) if len(w) >= 4}
-            r_words = {w.lower() for w in _WORD.findall(generated_markdown)}
-            words_found = _share(len(y_words & r_words), len(y_words))
-            completeness = words_found if words_found is not None else 1.0
-
-        # understandability: four surface checks
-        blocks = _md_blocks(generated_markdown)
-        has_headings = any(b.kind == "heading" for b in blocks)
-        prose = [len(_WORD.findall(p.text)) for p in pieces if p.kind in ("sentence", "item")]
-        median_words = float(statistics.median(prose)) if prose else 0.0
-        paragraphs = [
-            " ".join(b.raw.lower().split())
-            for b in blocks
-            if b.kind in ("text", "list") and len(b.raw.split()) >= MIN_PARAGRAPH_WORDS
-        ]
-        repeated = len(paragraphs) - len(set(paragraphs))
-        html = sum(len(_HTML.findall(b.raw)) for b in blocks if b.kind != "code")
-        checks = {
-            "has_headings": has_headings,
-            "short_sentences": median_words <= MAX_MEDIAN_WORDS,
-            "no_repeated_paragraph": repeated == 0,
-            "no_raw_html": html == 0,
-        }
-        readability = sum(checks.values()) / len(checks)
-
-        faith_share = 1.0 if faith is None else faith
+        g = _against_grounding(pieces, grounding)
+        c = _completeness(gold_markdown, generated_markdown)
+        r = _readability(generated_markdown, pieces)
+        faith = g["faithfulness_share"]
         scores = {
-            "faithfulness": _scale(faith_share),
-            "completeness": _scale(completeness),
-            "understandability": _scale(readability),
-            "hallucination": _scale(1.0 - halluc_share),
+            "faithfulness": _scale(1.0 if faith is None else faith),
+            "completeness": _scale(c["completeness_share"]),
+            "understandability": _scale(r["readability_share"]),
+            "hallucination": _scale(1.0 - g["hallucination_share"]),
         }
-
-        comp_why = [
-            *([f"Y figures found in R' {y_hits}/{len(y_nums)}"] if y_nums else []),
-            *([f"Y H2/H3 headings found in R' {head_hits}/{len(y_heads)}"] if y_heads else []),
-        ] or [f"Y has no figure or H2/H3 heading; Y words found in R' {completeness:.2f}"]
-        why = [
-            f"faithfulness: R' strong figures found in G {n_fig_found}/{n_fig}"
-            if n_fig
-            else "faithfulness: no strong figure in R' (vacuously faithful)",
-            "completeness: " + "; ".join(comp_why),
-            "understandability: "
-            + ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in checks.items())
-            + f" (median sentence {median_words:g} words)",
-            f"hallucination: R' pieces with a strong figure found nowhere in G {unsupported}/{len(pieces)}",
-        ]
-        detail: dict[str, Any] = {
-            "faithfulness_share": faith,
-            "figures": n_fig,
-            "figures_found": n_fig_found,
-            "gold_figures_share": y_found,
-            "gold_headings_share": heads_found,
-            "gold_words_share": words_found,
-            "completeness_share": completeness,
-            "readability_checks": checks,
-            "median_sentence_words": median_words,
-            "readability_share": readability,
-            "unsupported_pieces": unsupported,
-            "pieces": len(pieces),
-            "hallucination_share": halluc_share,
-        }
-        return {**scores, "rationale": "; ".join(why), "detail": detail}
+        halluc = f"hallucination: R' pieces with a strong figure found nowhere in G {g['unsupported_pieces']}"
+        why = [g.pop("why"), c.pop("why"), r.pop("why"), f"{halluc}/{len(pieces)}"]
+        parts = {**g, **c, **r, "pieces": len(pieces)}
+        return {**scores, "rationale": "; ".join(why), "detail": {k: parts[k] for k in _DETAIL}}
 
 
 class HolisticReply(BaseModel):
@@ -345,25 +309,24 @@ def _id_list(ids: Sequence[str], limit: int = 12) -> str:
     return shown if len(ids) <= limit else f"{shown} and {len(ids) - limit} more"
 
 
-class LLMHolisticJudge:
-    """The G.7 direct-score judge over an OpenAI-compatible endpoint (module docstring)."""
+class TextsJudge(LLMJudge):
+    """An LLM judge whose one request (role ROLES[0]) carries `TEXTS` whole texts, cut to fit when needed
+    (the holistic and the pairwise judge)."""
 
-    ROLE = "score_holistic"
-
-    def __init__(self, client: Any, settings: LLMSettings, ctx: Any = None) -> None:
-        self.client = client
-        self.settings = settings
-        self.ctx = ctx
-        self.name = f"openai:{settings.model}"
-        self.prompt = load_prompt(self.ROLE)
-
-    def __repr__(self) -> str:
-        return f"LLMHolisticJudge(model={self.settings.model!r})"
+    TEXTS: ClassVar[int] = 1
 
     def _room(self) -> int:
-        return prompt_room(
-            self.prompt, self.settings, self.ROLE, 2, gold_report="", grounding="", report="", input_note=""
-        )
+        """Tokens for the texts: `prompt_room` with every variable of the prompt blank."""
+        blank = dict.fromkeys(self.prompts[self.ROLES[0]].placeholders, "")
+        return prompt_room(self, self.TEXTS, **blank)
+
+
+class LLMHolisticJudge(TextsJudge):
+    """The G.7 direct-score judge over an OpenAI-compatible endpoint (docs/metrics/holistic.md)."""
+
+    ROLE = "score_holistic"
+    ROLES = (ROLE,)
+    TEXTS = 2  # the gold report and R' get at least MIN_TEXT_TOKENS each
 
     def _inputs(
         self, gold: str, report: str, grounding: Sequence[GroundingDoc]
@@ -436,14 +399,14 @@ class LLMHolisticJudge:
             )
         else:
             note = "All inputs are shown in full."
-        messages = render(
-            self.prompt,
+        reply: HolisticReply = self.ask(
+            self.ROLE,
+            HolisticReply,
             gold_report=gold_s.strip() or "(empty)",
             grounding=grounding_s,
             report=report_s.strip(),
             input_note=note,
-        )
-        reply: HolisticReply = self.client.complete_json(self.ROLE, messages, HolisticReply, self.ctx).value
+        ).value
         detail: dict[str, Any] = {"truncation": note} if notes else {}
         rationale = reply.rationale.strip()
         if notes:
@@ -470,3 +433,24 @@ def holistic(
             raise ValueError(f"{judge.name}: {axis} score {value} is outside 1..10")
         out.append(MetricResult(metric=metric, value=float(value), judge=judge.name, detail=dict(detail)))
     return out
+
+
+# ======================================================================== the family
+
+
+class HolisticFamily(MetricFamily):
+    """Four direct 1-10 scores of R': the saturation baseline shown beside the other families."""
+
+    name = "holistic"
+    metrics = tuple(MetricSpec(m, 1.0, 10.0, saturation_baseline=True) for m in HOLISTIC_METRICS)
+    reads = frozenset({"gold", "grounding"})
+    summary = "direct 1-10 scores (faithfulness, completeness, understandability, hallucination): a baseline"
+
+    def __init__(self, env: JudgeEnv) -> None:
+        super().__init__(env)
+        self.judge: HolisticJudge = (
+            OfflineHolisticJudge() if env.offline else LLMHolisticJudge(env.client, env.llm)
+        )
+
+    def score(self, inputs: Inputs) -> list[MetricResult]:
+        return holistic(inputs.gold, inputs.generated, inputs.grounding, self.judge)

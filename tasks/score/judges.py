@@ -1,27 +1,25 @@
-"""The contracts of coverage and faithfulness judges, and the seeded sampling both metrics share.
-
-A judge is either offline (deterministic, documented: `tasks.score.coverage.OfflineCoverageJudge`,
-`tasks.score.faithfulness.OfflineFaithfulnessJudge`) or an LLM behind an OpenAI-compatible endpoint
-(`LLMCoverageJudge`, `LLMFaithfulnessJudge` in the same modules). The metric drivers
-(`tasks.score.coverage.coverage`, `tasks.score.faithfulness.faithfulness`) only talk to these protocols.
-"""
+"""What coverage and faithfulness judges must offer (offline or LLM, chosen once per family), and the
+seeded sampling of units and claims both metrics share."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from typing import NamedTuple, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
-from schemas.scoring import Claim, InfoUnit, ItemScore
+from schemas.scoring import Claim, GroundingDoc, InfoUnit, ItemScore, MetricResult
+from tasks.score.metric import Inputs, JudgeEnv, MetricFamily
 
 __all__ = [
+    "SampledFamily",
     "CoverageJudge",
     "EmbedFn",
     "FaithfulnessJudge",
-    "GroundingDoc",
+    "MAX_ITEMS",
     "SUPPORT_THRESHOLD",
+    "judge_for",
     "sample_items",
 ]
 
@@ -32,14 +30,6 @@ MAX_ITEMS = 100  # paper 000 §4.2/4.3: 100 sampled units / claims per report
 EmbedFn = Callable[[Sequence[str]], np.ndarray]
 
 T = TypeVar("T")
-
-
-class GroundingDoc(NamedTuple):
-    """One grounding document of G, as in the release table `grounding_documents`."""
-
-    doc_id: str
-    title: str
-    markdown: str
 
 
 class CoverageJudge(Protocol):
@@ -66,6 +56,29 @@ class FaithfulnessJudge(Protocol):
     ) -> list[ItemScore]:
         """Stage 2 for the claims given (those below SUPPORT_THRESHOLD): entailment under reasonable
         assumptions, arithmetic from stated figures included; one ItemScore per claim (stage=2)."""
+
+
+def judge_for(env: JudgeEnv, offline: Callable[[EmbedFn, str], Any], llm: Callable[..., Any]) -> Any:
+    """The offline judge (on the env's embedder) or, with the openai judge, the LLM one (on its client)."""
+    return offline(env.embed, env.embedder) if env.offline else llm(env.client, env.llm)
+
+
+class SampledFamily(MetricFamily):
+    """A family graded on a seeded sample of items by an offline or an LLM judge (coverage, faithfulness)."""
+
+    offline_judge: ClassVar[Callable[[EmbedFn, str], Any]]
+    llm_judge: ClassVar[Callable[..., Any]]
+
+    def __init__(self, env: JudgeEnv) -> None:
+        super().__init__(env)
+        self.judge = judge_for(env, type(self).offline_judge, type(self).llm_judge)
+
+    def score(self, inputs: Inputs) -> list[MetricResult]:
+        return [self.measure(inputs, max_items=self.env.settings.max_items, seed=inputs.seed)]
+
+    def measure(self, inputs: Inputs, *, max_items: int, seed: int) -> MetricResult:
+        """The metric of one (instance, system) on `max_items` items sampled with `seed`."""
+        raise NotImplementedError
 
 
 def sample_items(population: Sequence[T], k: int = MAX_ITEMS, seed: int = 0) -> list[T]:

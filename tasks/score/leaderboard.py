@@ -24,12 +24,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from schemas.scoring import ALL_METRICS, LOWER_IS_BETTER, metric_range
+from tasks.score import registry
 
 __all__ = [
     "BOARD_COLUMNS",
     "CATEGORY_ORDER",
-    "METRIC_ORDER",
     "OVERALL",
     "bootstrap_ci",
     "cell_seed",
@@ -47,7 +46,6 @@ CATEGORY_ORDER: tuple[str, ...] = (
     "academic_simple",
     "academic_complex",
 )
-METRIC_ORDER: tuple[str, ...] = ALL_METRICS
 SCOPE_LABELS = {
     OVERALL: "Overall",
     "financial_quarterly": "Financial Qtr.",
@@ -136,7 +134,7 @@ def scope_order(scopes: Iterable[str]) -> list[str]:
 
 def metric_order(metrics: Iterable[str]) -> list[str]:
     """structure, coverage, faithfulness first (paper order), then any other metric sorted."""
-    return _ordered(metrics, METRIC_ORDER)
+    return _ordered(metrics, registry.metric_order())
 
 
 def _empty_board() -> pd.DataFrame:
@@ -146,6 +144,71 @@ def _empty_board() -> pd.DataFrame:
     for c in ("mean", "ci_low", "ci_high"):
         board[c] = board[c].astype(float)
     return board
+
+
+def _checked_scores(scores: pd.DataFrame) -> pd.DataFrame:
+    """A copy of the score table with typed columns; a ValueError for missing columns, duplicate
+    (instance_id, system, metric) rows or values outside a metric's range."""
+    missing = [c for c in REQUIRED_SCORE_COLUMNS if c not in scores.columns]
+    if missing:
+        raise ValueError(f"scores lacks column(s) {missing}")
+    df = scores.copy()
+    if "judge" not in df.columns:
+        df["judge"] = ""
+    df["value"] = pd.to_numeric(df["value"], errors="coerce").astype(float)
+    for c in ("instance_id", "system", "metric"):
+        df[c] = df[c].astype(str)
+    dup = df.duplicated(["instance_id", "system", "metric"], keep=False)
+    if dup.any():
+        example = df.loc[dup, ["instance_id", "system", "metric"]].iloc[0].tolist()
+        raise ValueError(
+            f"{int(dup.sum())} duplicate (instance_id, system, metric) rows, e.g. {example}: "
+            "keep one judge per metric before building the leaderboard"
+        )
+    for metric, vals in df.dropna(subset=["value"]).groupby("metric")["value"]:
+        lo, hi = registry.metric_range(str(metric))
+        if ((vals < lo) | (vals > hi)).any():
+            raise ValueError(f"{metric} values must lie in [{lo:g}, {hi:g}] (or be NaN for undefined)")
+    return df
+
+
+def _cell_row(key: tuple[str, str, str], cell: pd.DataFrame, seed: int, n_resamples: int, confidence: float):
+    """One board row of the cell (system, scope, metric): the mean and bootstrap CI of its defined
+    values, ordered by instance_id."""
+    system, scope, metric = key
+    cell = cell.sort_values(["instance_id"], kind="mergesort")
+    vals = cell["value"].to_numpy(dtype=float)
+    defined = vals[~np.isnan(vals)]
+    mean, low, high = bootstrap_ci(
+        defined,
+        n_resamples=n_resamples,
+        confidence=confidence,
+        seed=cell_seed(seed, system, scope, metric),
+    )
+    judges = sorted({str(j) for j in cell["judge"].dropna() if str(j)})
+    return {
+        "system": system,
+        "scope": scope,
+        "metric": metric,
+        "n": int(defined.size),
+        "n_undefined": int(vals.size - defined.size),
+        "mean": mean,
+        "ci_low": low,
+        "ci_high": high,
+        "judges": ";".join(judges),
+    }
+
+
+def _sorted_board(board: pd.DataFrame) -> pd.DataFrame:
+    """Rows by system, then scope_order, then metric_order."""
+    s_rank = {s: i for i, s in enumerate(scope_order(board["scope"]))}
+    m_rank = {m: i for i, m in enumerate(metric_order(board["metric"]))}
+    return (
+        board.assign(_s=board["scope"].map(s_rank), _m=board["metric"].map(m_rank))
+        .sort_values(["system", "_s", "_m"], kind="mergesort")
+        .drop(columns=["_s", "_m"])
+        .reset_index(drop=True)
+    )
 
 
 def leaderboard(
@@ -165,66 +228,15 @@ def leaderboard(
     An instance with no category counts only in "overall". Duplicate (instance_id, system, metric) rows
     (e.g. two judges for one metric) are an error: filter the scores to one judge per metric first.
     """
-    missing = [c for c in REQUIRED_SCORE_COLUMNS if c not in scores.columns]
-    if missing:
-        raise ValueError(f"scores lacks column(s) {missing}")
-    df = scores.copy()
-    if "judge" not in df.columns:
-        df["judge"] = ""
-    df["value"] = pd.to_numeric(df["value"], errors="coerce").astype(float)
-    for c in ("instance_id", "system", "metric"):
-        df[c] = df[c].astype(str)
-    dup = df.duplicated(["instance_id", "system", "metric"], keep=False)
-    if dup.any():
-        example = df.loc[dup, ["instance_id", "system", "metric"]].iloc[0].tolist()
-        raise ValueError(
-            f"{int(dup.sum())} duplicate (instance_id, system, metric) rows, e.g. {example}: "
-            "keep one judge per metric before building the leaderboard"
-        )
-    for metric, vals in df.dropna(subset=["value"]).groupby("metric")["value"]:
-        lo, hi = metric_range(str(metric))
-        if ((vals < lo) | (vals > hi)).any():
-            raise ValueError(f"{metric} values must lie in [{lo:g}, {hi:g}] (or be NaN for undefined)")
-
+    df = _checked_scores(scores)
     overall = df.assign(scope=OVERALL)
     by_cat = df[df["category"].notna()].assign(scope=lambda d: d["category"].astype(str))
     long = pd.concat([overall, by_cat], ignore_index=True)
-
-    rows = []
-    for (system, scope, metric), cell in long.groupby(["system", "scope", "metric"], sort=False):
-        cell = cell.sort_values(["instance_id"], kind="mergesort")
-        vals = cell["value"].to_numpy(dtype=float)
-        defined = vals[~np.isnan(vals)]
-        mean, low, high = bootstrap_ci(
-            defined,
-            n_resamples=n_resamples,
-            confidence=confidence,
-            seed=cell_seed(seed, system, scope, metric),
-        )
-        judges = sorted({str(j) for j in cell["judge"].dropna() if str(j)})
-        rows.append(
-            {
-                "system": system,
-                "scope": scope,
-                "metric": metric,
-                "n": int(defined.size),
-                "n_undefined": int(vals.size - defined.size),
-                "mean": mean,
-                "ci_low": low,
-                "ci_high": high,
-                "judges": ";".join(judges),
-            }
-        )
-    board = pd.DataFrame(rows, columns=list(BOARD_COLUMNS)) if rows else _empty_board()
-    if rows:
-        s_rank = {s: i for i, s in enumerate(scope_order(board["scope"]))}
-        m_rank = {m: i for i, m in enumerate(metric_order(board["metric"]))}
-        board = (
-            board.assign(_s=board["scope"].map(s_rank), _m=board["metric"].map(m_rank))
-            .sort_values(["system", "_s", "_m"], kind="mergesort")
-            .drop(columns=["_s", "_m"])
-            .reset_index(drop=True)
-        )
+    rows = [
+        _cell_row(key, cell, seed, n_resamples, confidence)
+        for key, cell in long.groupby(["system", "scope", "metric"], sort=False)
+    ]
+    board = _sorted_board(pd.DataFrame(rows, columns=list(BOARD_COLUMNS))) if rows else _empty_board()
     board.attrs["bootstrap"] = {
         "method": CI_METHOD,
         "confidence": confidence,
@@ -286,7 +298,7 @@ def leaderboard_markdown(board: pd.DataFrame, *, systems: Sequence[str] | None =
     for metric in metrics:
         sub = board[board["metric"] == metric]
         judges = sorted({j for js in sub["judges"].dropna() for j in str(js).split(";") if j})
-        lower = metric in LOWER_IS_BETTER
+        lower = metric in registry.lower_is_better()
         title = f"### {metric}" + (" (lower is better)" if lower else "")
         title += f" (judge: {', '.join(judges)})" if judges else ""
         out += [title, ""]

@@ -1,41 +1,6 @@
-"""Pairwise A/B/tie judging of systems per instance, and a Bradley-Terry ranking with bootstrap CIs
-(paper 002 §4.2: judges see two outputs in both display orders and vote A, B or tie; a centred
-Bradley-Terry model ranks the systems; instance-block bootstraps give score and rank intervals).
-
-**Votes.** For every instance and every unordered pair of systems, :func:`pairwise_instance` asks a judge
-twice, once per display order (:func:`compare_both_orders`). The pair is named canonically (``system_a``
-< ``system_b`` by name) and each row records the vote as displayed (``raw_vote``: "1" = the report shown
-first) and canonicalised (``vote``: "A" = ``system_a`` won, "B", "tie"). Asking both orders cancels a
-position bias: a judge that always prefers the first report gives one A and one B, i.e. no preference.
-
-Judges implement ``compare(gold, report_1, report_2, *, systems) -> (raw_vote, rationale)``:
-
-* :class:`LLMPairwiseJudge` (role ``score_pairwise``, prompt ``prompts/score_pairwise.md``,
-  ``name = "openai:<model>"``) sees the gold report Y as reference and the two reports, blind (the system
-  names are never shown). Reply ``{"winner": "1"|"2"|"tie", "rationale"}`` validated by
-  :class:`PairwiseReply`; otherwise a corrective retry, then ``LLMOutputError``. When the three texts
-  exceed the input budget (``context_tokens - max_output_tokens - min(2000, context_tokens // 10)`` minus
-  the prompt) each is cut to the same fraction of its size at a line boundary, the cut is marked in the
-  text and the prompt says so (and so does the rationale). An empty report loses to a non-empty one and
-  two empty reports tie, without a request.
-* :class:`OfflinePairwiseJudge` votes with :func:`offline_vote` from the metric values of the two systems
-  (the deterministic metric families of the instance); it reads the ``systems`` argument, not the texts.
-
-**offline_vote(a, b).** Each metric with a value (not None/NaN) for both systems votes for the better one
-when ``|a - b| > tol * (hi - lo)`` (``schemas.scoring.metric_range``; lower is better for
-``LOWER_IS_BETTER``), else abstains. More votes wins; equal counts (no vote at all included) tie.
-
-**Bradley-Terry** (:func:`bradley_terry`). Every vote row is one game. ``P(i beats j) = sigma(theta_i -
-theta_j)``; a tie counts as half a win to each side. Games are summed into a win matrix ``W[i, j]`` (wins
-of i over j, ties adding 0.5 each way) and fitted by ``choix.ilsr_pairwise_dense`` with regulariser
-``alpha = BT_ALPHA`` (a pseudo-count on every pair of the LSR Markov chain: disconnected comparison graphs
-and perfect separation still have a finite, unique fit; with n games per pair its pull on a score gap is
-of order alpha / n). Scores are log-strengths centred to mean 0; ``elo = 1000 + 400 / ln 10 * score``
-(so a 400-point gap is 10:1 odds). The bootstrap resamples *instances* with replacement (all games of an
-instance together, since its votes share one gold report), refits, and takes the 2.5th / 97.5th
-percentiles of each system's score and rank (rank 1 = best; a system's rank in a resample counts the
-systems with a strictly higher score). Resampling runs over the instance ids in sorted order from one
-seeded ``numpy.random.Generator``, so the result does not depend on the row order of the votes.
+"""Pairwise A/B/tie votes between the systems of each instance, asked in both display orders, and a
+Bradley-Terry ranking with instance-bootstrap intervals (paper 002 §4.2). Votes come from an LLM judge
+(blind) or offline from the other families' metric values. Specification: docs/metrics/pairwise.md.
 """
 
 from __future__ import annotations
@@ -44,18 +9,17 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 import choix
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pydantic import BaseModel, field_validator
 
-from schemas.config import LLMSettings
-from schemas.scoring import LOWER_IS_BETTER, metric_range
-from tasks.ground.tokens import count_tokens
-from tasks.llm.prompts import load_prompt, render
-from tasks.score.holistic import cut_to_tokens, prompt_room, proportional_caps
+from tasks.score.holistic import TextsJudge, cut_to_tokens, proportional_caps
+from tasks.score.metric import ComparisonFamily, JudgeEnv, parquet_bytes
+from tasks.tokens import count_tokens
 
 __all__ = [
     "BT_ALPHA",
@@ -72,9 +36,10 @@ __all__ = [
     "pairwise_instance",
 ]
 
-BT_ALPHA = 0.01  # LSR pseudo-count per pair (see the module docstring)
+BT_ALPHA = 0.01  # LSR pseudo-count per pair (docs/metrics/pairwise.md)
 ELO_SCALE = 400.0 / math.log(10.0)
 VOTES = ("A", "B", "tie")
+Values = Mapping[str, Mapping[str, float | None]]  # metric values by system, then metric
 VOTE_COLUMNS: tuple[str, ...] = (
     "instance_id",
     "system_a",
@@ -114,11 +79,17 @@ def _value(x: float | None) -> float | None:
 def offline_vote(
     a: Mapping[str, float | None],
     b: Mapping[str, float | None],
-    lower_is_better: frozenset[str] | set[str] = LOWER_IS_BETTER,
+    lower_is_better: frozenset[str] | set[str] | None = None,
     tol: float = 0.01,
     ranges: Mapping[str, tuple[float, float]] | None = None,
 ) -> tuple[str, str]:
-    """("A"|"B"|"tie", rationale): the majority vote of the metrics both systems have (module docstring)."""
+    """("A"|"B"|"tie", rationale): the majority vote of the metrics both systems have
+    (docs/metrics/pairwise.md). Ranges and directions default to the registered metrics' specs."""
+    from tasks.score import registry  # late: the registry lists this module's family
+
+    if lower_is_better is None:
+        lower_is_better = registry.lower_is_better()
+    metric_range = registry.metric_range
     n_a = n_b = n_abstain = 0
     parts: list[str] = []
     for metric in sorted(set(a) & set(b)):
@@ -169,7 +140,7 @@ class OfflinePairwiseJudge:
         values_by_system: Mapping[str, Mapping[str, float | None]],
         *,
         tol: float = 0.01,
-        lower_is_better: frozenset[str] | set[str] = LOWER_IS_BETTER,
+        lower_is_better: frozenset[str] | set[str] | None = None,
         ranges: Mapping[str, tuple[float, float]] | None = None,
     ) -> None:
         self.values = {s: dict(v) for s, v in values_by_system.items()}
@@ -229,25 +200,12 @@ class PairwiseReply(BaseModel):
         return v
 
 
-class LLMPairwiseJudge:
-    """Blind pairwise judge over an OpenAI-compatible endpoint (module docstring)."""
+class LLMPairwiseJudge(TextsJudge):
+    """Blind pairwise judge over an OpenAI-compatible endpoint (docs/metrics/pairwise.md)."""
 
     ROLE = "score_pairwise"
-
-    def __init__(self, client: Any, settings: LLMSettings, ctx: Any = None) -> None:
-        self.client = client
-        self.settings = settings
-        self.ctx = ctx
-        self.name = f"openai:{settings.model}"
-        self.prompt = load_prompt(self.ROLE)
-
-    def __repr__(self) -> str:
-        return f"LLMPairwiseJudge(model={self.settings.model!r})"
-
-    def _room(self) -> int:
-        return prompt_room(
-            self.prompt, self.settings, self.ROLE, 3, gold_report="", report_1="", report_2="", input_note=""
-        )
+    TEXTS = 3  # the gold report and both reports
+    ROLES = (ROLE,)
 
     def compare(
         self, gold_markdown: str, report_1: str, report_2: str, *, systems: tuple[str, str] | None = None
@@ -281,14 +239,14 @@ class LLMPairwiseJudge:
             )
         else:
             note = "All texts are shown in full."
-        messages = render(
-            self.prompt,
+        reply: PairwiseReply = self.ask(
+            self.ROLE,
+            PairwiseReply,
             gold_report=shown[0].strip() or "(empty)",
             report_1=shown[1].strip(),
             report_2=shown[2].strip(),
             input_note=note,
-        )
-        reply: PairwiseReply = self.client.complete_json(self.ROLE, messages, PairwiseReply, self.ctx).value
+        ).value
         rationale = reply.rationale.strip()
         if notes:
             rationale = f"{rationale} [texts cut: {'; '.join(notes)}]".strip()
@@ -309,8 +267,9 @@ def compare_both_orders(
     report_b: str,
     judge: PairwiseJudge,
 ) -> list[dict[str, str]]:
-    """Two vote rows for one pair (display orders "ab" then "ba"), canonical names and votes (module
-    docstring). The arguments may come in either order: they are sorted by system name first."""
+    """Two vote rows for one pair (display orders "ab" then "ba"), canonical names and votes
+    (docs/metrics/pairwise.md). The arguments may come in either order: they are sorted by system name
+    first."""
     if system_a == system_b:
         raise ValueError(f"a system cannot be compared with itself: {system_a!r}")
     if system_b < system_a:
@@ -395,12 +354,52 @@ def bradley_terry(
     *,
     alpha: float = BT_ALPHA,
 ) -> pd.DataFrame:
-    """Bradley-Terry ranking of the systems with instance-bootstrap 95% CIs (module docstring).
+    """Bradley-Terry ranking of the systems with instance-bootstrap 95% CIs (docs/metrics/pairwise.md).
 
     `votes` has at least the columns instance_id, system_a, system_b, vote ("A"|"B"|"tie"). `systems`
     fixes the systems reported (a listed system without games gets score ~0 and wide intervals); by
     default those in the votes. Returns one row per system (``BT_COLUMNS``) sorted by rank, then name;
     ``df.attrs`` records n_instances, n_boot, seed, alpha and the method."""
+    names = _bt_systems(votes, systems, n_boot, alpha)
+    games = _games(votes, names)
+    score = _fit(games.per_instance.sum(axis=0), alpha)
+    ci_low, ci_high, rank_low, rank_high = _bootstrap(games.per_instance, score, n_boot, seed, alpha)
+    df = pd.DataFrame(
+        {
+            "system": names,
+            "score": score,
+            "elo": 1000.0 + ELO_SCALE * score,
+            "ci_low": ci_low,
+            "ci_high": ci_high,
+            "rank": _ranks(score).astype(int),
+            "rank_low": rank_low,
+            "rank_high": rank_high,
+            "wins": games.wins,
+            "losses": games.losses,
+            "ties": games.ties,
+            "games": games.wins + games.losses + games.ties,
+        }
+    )
+    if n_boot:
+        df["rank_low"] = df["rank_low"].astype(int)
+        df["rank_high"] = df["rank_high"].astype(int)
+    df = df.sort_values(["rank", "system"], kind="stable").reset_index(drop=True)
+    df.attrs.update(
+        {
+            "n_instances": games.per_instance.shape[0],
+            "n_votes": len(votes),
+            "n_boot": n_boot,
+            "seed": seed,
+            "alpha": alpha,
+            "method": "Bradley-Terry (choix.ilsr_pairwise_dense), ties = half wins; "
+            "percentile bootstrap over instances",
+        }
+    )
+    return df
+
+
+def _bt_systems(votes: pd.DataFrame, systems: Sequence[str] | None, n_boot: int, alpha: float) -> list[str]:
+    """The systems of the fit, in order, after checking the votes and the parameters."""
     need = ("instance_id", "system_a", "system_b", "vote")
     absent = [c for c in need if c not in votes.columns]
     if absent:
@@ -419,16 +418,25 @@ def bradley_terry(
         raise ValueError(f"a system is compared with itself: {sorted(set(votes.loc[same, 'system_a']))}")
     seen = sorted(set(votes["system_a"]) | set(votes["system_b"]))
     if systems is None:
-        names = seen
-    else:
-        names = list(dict.fromkeys(systems))
-        unknown = sorted(set(seen) - set(names))
-        if unknown:
-            raise ValueError(f"votes name system(s) not in `systems`: {unknown}")
+        return seen
+    names = list(dict.fromkeys(systems))
+    unknown = sorted(set(seen) - set(names))
+    if unknown:
+        raise ValueError(f"votes name system(s) not in `systems`: {unknown}")
+    return names
+
+
+class _Games(NamedTuple):
+    per_instance: np.ndarray  # [instance, i, j]: wins of i over j in that instance, ties as halves
+    wins: np.ndarray  # per system
+    losses: np.ndarray
+    ties: np.ndarray
+
+
+def _games(votes: pd.DataFrame, names: list[str]) -> _Games:
+    """One win matrix per instance, instances in sorted order (so the fit ignores the row order)."""
     index = {s: i for i, s in enumerate(names)}
     k = len(names)
-
-    # one win matrix per instance, instances in sorted order (row-order independence)
     instances = sorted(set(votes["instance_id"]), key=str)
     inst_pos = {iid: n for n, iid in enumerate(instances)}
     per_inst = np.zeros((len(instances), k, k))
@@ -452,56 +460,29 @@ def bradley_terry(
             per_inst[n, j, i] += 0.5
             ties[i] += 1
             ties[j] += 1
+    return _Games(per_inst, wins, losses, ties)
 
-    score = _fit(per_inst.sum(axis=0), alpha)
-    rank = _ranks(score)
-    if n_boot and len(instances) > 0:
-        rng = np.random.default_rng(seed)
-        boot = np.empty((n_boot, k))
-        for r in range(n_boot):
-            picks = rng.integers(0, len(instances), size=len(instances))
-            weights = np.bincount(picks, minlength=len(instances)).astype(float)
-            boot[r] = _fit(np.tensordot(weights, per_inst, axes=1), alpha, score)
-        ci_low, ci_high = np.percentile(boot, [2.5, 97.5], axis=0)
-        boot_ranks = _ranks(boot)
-        rank_low = np.quantile(boot_ranks, 0.025, axis=0, method="lower")
-        rank_high = np.quantile(boot_ranks, 0.975, axis=0, method="higher")
-    else:
-        ci_low = ci_high = np.full(k, np.nan)
-        rank_low = rank_high = np.full(k, np.nan)
 
-    df = pd.DataFrame(
-        {
-            "system": names,
-            "score": score,
-            "elo": 1000.0 + ELO_SCALE * score,
-            "ci_low": ci_low,
-            "ci_high": ci_high,
-            "rank": rank.astype(int),
-            "rank_low": rank_low,
-            "rank_high": rank_high,
-            "wins": wins,
-            "losses": losses,
-            "ties": ties,
-            "games": wins + losses + ties,
-        }
-    )
-    if n_boot:
-        df["rank_low"] = df["rank_low"].astype(int)
-        df["rank_high"] = df["rank_high"].astype(int)
-    df = df.sort_values(["rank", "system"], kind="stable").reset_index(drop=True)
-    df.attrs.update(
-        {
-            "n_instances": len(instances),
-            "n_votes": len(votes),
-            "n_boot": n_boot,
-            "seed": seed,
-            "alpha": alpha,
-            "method": "Bradley-Terry (choix.ilsr_pairwise_dense), ties = half wins; "
-            "percentile bootstrap over instances",
-        }
-    )
-    return df
+def _bootstrap(
+    per_inst: np.ndarray, score: np.ndarray, n_boot: int, seed: int, alpha: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(ci_low, ci_high, rank_low, rank_high): percentiles over `n_boot` refits on instances resampled
+    with replacement from one seeded generator (NaN without resamples)."""
+    n_inst, k = per_inst.shape[0], per_inst.shape[1]
+    if not (n_boot and n_inst > 0):
+        nan = np.full(k, np.nan)
+        return nan, nan, nan, nan
+    rng = np.random.default_rng(seed)
+    boot = np.empty((n_boot, k))
+    for r in range(n_boot):
+        picks = rng.integers(0, n_inst, size=n_inst)
+        weights = np.bincount(picks, minlength=n_inst).astype(float)
+        boot[r] = _fit(np.tensordot(weights, per_inst, axes=1), alpha, score)
+    ci_low, ci_high = np.percentile(boot, [2.5, 97.5], axis=0)
+    boot_ranks = _ranks(boot)
+    rank_low = np.quantile(boot_ranks, 0.025, axis=0, method="lower")
+    rank_high = np.quantile(boot_ranks, 0.975, axis=0, method="higher")
+    return ci_low, ci_high, rank_low, rank_high
 
 
 def bt_markdown(df: pd.DataFrame) -> str:
@@ -527,3 +508,57 @@ def bt_markdown(df: pd.DataFrame) -> str:
             f"{int(row.wins)}-{int(row.losses)}-{int(row.ties)} | {int(row.games)} |"
         )
     return "\n".join(lines) + "\n"
+
+
+# ======================================================================== the family
+
+PAIRWISE_SCHEMA = pa.schema(
+    [
+        pa.field("instance_id", pa.string(), nullable=False),
+        pa.field("system_a", pa.string(), nullable=False),  # canonical order: sorted names
+        pa.field("system_b", pa.string(), nullable=False),
+        pa.field("order", pa.string(), nullable=False),  # "ab": A shown first, "ba": B shown first
+        pa.field("raw_vote", pa.string()),  # as displayed: "1" | "2" | "tie"
+        pa.field("vote", pa.string(), nullable=False),  # canonical: "A" | "B" | "tie"
+        pa.field("judge", pa.string()),
+        pa.field("rationale", pa.string()),
+    ]
+)
+
+
+class PairwiseFamily(ComparisonFamily):
+    """A/B/tie votes between the systems of each instance (both display orders) and a Bradley-Terry fit.
+
+    Offline the vote is the majority of the other families' metric values (no judge call); with an LLM
+    judge each instance is one cached task."""
+
+    name = "pairwise"
+    summary = "pairwise A/B/tie votes between systems and a Bradley-Terry ranking"
+    default_families = ("structure", "coverage", "faithfulness")  # the offline votes use these
+
+    def __init__(self, env: JudgeEnv) -> None:
+        super().__init__(env)
+        self.judge = None if env.offline else LLMPairwiseJudge(env.client, env.llm)
+
+    def in_flow(self) -> bool:
+        return self.judge is None
+
+    def compare(self, instance_id: str, gold: str, reports: Mapping[str, str], values: Values) -> list[dict]:
+        judge: PairwiseJudge = self.judge or OfflinePairwiseJudge(values)
+        return pairwise_instance(instance_id, sorted(reports), gold, reports, judge)
+
+    def outputs(
+        self, rows: list[dict[str, Any]], systems: list[str]
+    ) -> tuple[dict[str, bytes], dict[str, Any]]:
+        if not rows:
+            return {}, {}
+        s = self.env.settings
+        votes = pd.DataFrame(rows)
+        bt = bradley_terry(votes, systems, n_boot=min(s.bootstrap, 1000), seed=s.seed)
+        files = {
+            "pairwise.parquet": parquet_bytes(votes.to_dict("records"), PAIRWISE_SCHEMA),
+            "bradley_terry.csv": bt.to_csv(index=False).encode("utf-8"),
+            "bradley_terry.md": bt_markdown(bt).encode("utf-8"),
+        }
+        judges = sorted(votes["judge"].astype(str).unique())
+        return files, {"pairwise": {"votes": len(votes), "judges": judges}}

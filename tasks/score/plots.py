@@ -119,24 +119,17 @@ def _fmt_count(x: float) -> str:
 
 def _label(lo: float, hi: float, kind: str) -> str:
     """Label of [lo, hi); lo = -inf / hi = inf for the open-ended first / last bucket."""
-    if kind == "count":
-        if math.isinf(lo) and math.isinf(hi):
-            return "all"
-        if math.isinf(lo):
-            return f"<{_fmt_count(hi)}"
-        if math.isinf(hi):
-            return f"{_fmt_count(lo)}+"
-        if float(lo).is_integer() and float(hi).is_integer():
-            last = int(hi) - 1
-            return str(int(lo)) if last <= lo else f"{int(lo)}-{last}"
-        return f"{_fmt_count(lo)}-{_fmt_count(hi)}"
+    fmt = _fmt_count if kind == "count" else _fmt_tokens
     if math.isinf(lo) and math.isinf(hi):
         return "all"
     if math.isinf(lo):
-        return f"<{_fmt_tokens(hi)}"
+        return f"<{fmt(hi)}"
     if math.isinf(hi):
-        return f"{_fmt_tokens(lo)}+"
-    return f"{_fmt_tokens(lo)}-{_fmt_tokens(hi)}"
+        return f"{fmt(lo)}+"
+    if kind == "count" and float(lo).is_integer() and float(hi).is_integer():
+        last = int(hi) - 1  # the integers the bucket holds
+        return str(int(lo)) if last <= lo else f"{int(lo)}-{last}"
+    return f"{fmt(lo)}-{fmt(hi)}"
 
 
 def bucketize(
@@ -177,6 +170,93 @@ def _render(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
+def _inputs(scores: pd.DataFrame, features: pd.DataFrame) -> tuple[pd.DataFrame, list[str], dict]:
+    """(typed score rows, sorted instance ids, {feature column: values per instance}); a ValueError for
+    missing columns."""
+    missing = [c for c, _, _ in FEATURES if c not in features.columns]
+    if missing or "instance_id" not in features.columns:
+        raise ValueError(f"features lacks column(s) {missing or ['instance_id']}")
+    for c in ("instance_id", "system", "metric", "value"):
+        if c not in scores.columns:
+            raise ValueError(f"scores lacks column {c!r}")
+    df = scores[["instance_id", "system", "metric", "value"]].copy()
+    for c in ("instance_id", "system", "metric"):
+        df[c] = df[c].astype(str)
+    df["value"] = pd.to_numeric(df["value"], errors="coerce").astype(float)
+    feats = features.copy()
+    feats["instance_id"] = feats["instance_id"].astype(str)
+    feats = feats.drop_duplicates("instance_id").set_index("instance_id")
+    instances = sorted(df["instance_id"].unique())
+    feat_vals = {
+        col: pd.to_numeric(feats[col], errors="coerce").reindex(instances).to_numpy(dtype=float)
+        for col, _, _ in FEATURES
+    }
+    return df, instances, feat_vals
+
+
+def _panel(ax, sub: pd.DataFrame, bk: Buckets, systems: Sequence[str], inst_pos: dict[str, int]) -> None:
+    """One line per system: its mean defined value per bucket (NaN, a gap, where it has none)."""
+    x = np.arange(len(bk.labels))
+    for k, system in enumerate(systems):
+        rows = sub[sub["system"] == system]
+        codes = bk.codes[[inst_pos[i] for i in rows["instance_id"]]] if len(rows) else np.array([])
+        vals = rows["value"].to_numpy(dtype=float)
+        y = np.full(len(bk.labels), np.nan)
+        for b in range(len(bk.labels)):
+            sel = vals[(codes == b) & ~np.isnan(vals)]
+            if sel.size:
+                y[b] = float(sel.mean())
+        ax.plot(
+            x,
+            y,
+            marker=_MARKERS[k % len(_MARKERS)],
+            color=f"C{k % 10}",
+            linewidth=1.6,
+            markersize=6,
+            label=system,
+        )
+    ax.set_xticks(x, [f"{lab}\n(n={n})" for lab, n in zip(bk.labels, bk.counts, strict=True)])
+    if len(x):
+        ax.set_xlim(-0.5, len(x) - 0.5)
+
+
+def _figure(
+    metric: str,
+    sub: pd.DataFrame,
+    buckets: dict[str, Buckets],
+    systems: Sequence[str],
+    inst_pos: dict[str, int],
+    title: str,
+    dpi: int,
+) -> Figure:
+    """The three panels of one metric, with a shared legend above and `title` below."""
+    fig = Figure(figsize=(15, 4.6), dpi=dpi)
+    axes = fig.subplots(1, len(FEATURES), sharey=True)
+    any_defined = bool(sub["value"].notna().any())
+    for ax, (col, xlabel, _) in zip(axes, FEATURES, strict=True):
+        _panel(ax, sub, buckets[col], systems, inst_pos)
+        ax.set_xlabel(xlabel)
+        ax.grid(True, axis="y", alpha=0.3)
+        if not any_defined:
+            ax.text(0.5, 0.5, "no defined values", transform=ax.transAxes, ha="center", va="center")
+    axes[0].set_ylabel(f"{metric} (mean)")
+    if not any_defined:
+        axes[0].set_ylim(0.0, 1.0)
+    if systems:
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(
+            handles,
+            labels,
+            loc="upper center",
+            ncol=min(len(labels), 5),
+            frameon=False,
+            bbox_to_anchor=(0.5, 1.0),
+        )
+    fig.suptitle(title, y=0.02, va="bottom", fontsize=10)
+    fig.tight_layout(rect=(0, 0.05, 1, 0.94))
+    return fig
+
+
 def plot_metric_vs_buckets(
     scores: pd.DataFrame,
     features: pd.DataFrame,
@@ -197,26 +277,8 @@ def plot_metric_vs_buckets(
     """
     if bucketing not in ("quantile", "paper"):
         raise ValueError(f"bucketing must be 'quantile' or 'paper', got {bucketing!r}")
-    missing = [c for c, _, _ in FEATURES if c not in features.columns]
-    if missing or "instance_id" not in features.columns:
-        raise ValueError(f"features lacks column(s) {missing or ['instance_id']}")
-    for c in ("instance_id", "system", "metric", "value"):
-        if c not in scores.columns:
-            raise ValueError(f"scores lacks column {c!r}")
+    df, instances, feat_vals = _inputs(scores, features)
     out_dir = Path(out_dir)
-
-    df = scores[["instance_id", "system", "metric", "value"]].copy()
-    for c in ("instance_id", "system", "metric"):
-        df[c] = df[c].astype(str)
-    df["value"] = pd.to_numeric(df["value"], errors="coerce").astype(float)
-    feats = features.copy()
-    feats["instance_id"] = feats["instance_id"].astype(str)
-    feats = feats.drop_duplicates("instance_id").set_index("instance_id")
-    instances = sorted(df["instance_id"].unique())
-    feat_vals = {
-        col: pd.to_numeric(feats[col], errors="coerce").reindex(instances).to_numpy(dtype=float)
-        for col, _, _ in FEATURES
-    }
     buckets: dict[str, Buckets] = {}
     for col, _, kind in FEATURES:
         vals = feat_vals[col]
@@ -235,53 +297,8 @@ def plot_metric_vs_buckets(
 
     paths: list[Path] = []
     for metric in chosen_metrics:
-        sub = df[df["metric"] == metric]
-        fig = Figure(figsize=(15, 4.6), dpi=dpi)
-        axes = fig.subplots(1, len(FEATURES), sharey=True)
-        any_defined = bool(sub["value"].notna().any())
-        for ax, (col, xlabel, _) in zip(axes, FEATURES, strict=True):
-            bk = buckets[col]
-            x = np.arange(len(bk.labels))
-            for k, system in enumerate(chosen_systems):
-                rows = sub[sub["system"] == system]
-                codes = bk.codes[[inst_pos[i] for i in rows["instance_id"]]] if len(rows) else np.array([])
-                vals = rows["value"].to_numpy(dtype=float)
-                y = np.full(len(bk.labels), np.nan)
-                for b in range(len(bk.labels)):
-                    sel = vals[(codes == b) & ~np.isnan(vals)]
-                    if sel.size:
-                        y[b] = float(sel.mean())
-                ax.plot(
-                    x,
-                    y,
-                    marker=_MARKERS[k % len(_MARKERS)],
-                    color=f"C{k % 10}",
-                    linewidth=1.6,
-                    markersize=6,
-                    label=system,
-                )
-            ax.set_xticks(x, [f"{lab}\n(n={n})" for lab, n in zip(bk.labels, bk.counts, strict=True)])
-            if len(x):
-                ax.set_xlim(-0.5, len(x) - 0.5)
-            ax.set_xlabel(xlabel)
-            ax.grid(True, axis="y", alpha=0.3)
-            if not any_defined:
-                ax.text(0.5, 0.5, "no defined values", transform=ax.transAxes, ha="center", va="center")
-        axes[0].set_ylabel(f"{metric} (mean)")
-        if not any_defined:
-            axes[0].set_ylim(0.0, 1.0)
-        if chosen_systems:
-            handles, labels = axes[0].get_legend_handles_labels()
-            fig.legend(
-                handles,
-                labels,
-                loc="upper center",
-                ncol=min(len(labels), 5),
-                frameon=False,
-                bbox_to_anchor=(0.5, 1.0),
-            )
-        fig.suptitle(f"{metric}: performance trends ({bucketing} buckets)", y=0.02, va="bottom", fontsize=10)
-        fig.tight_layout(rect=(0, 0.05, 1, 0.94))
+        title = f"{metric}: performance trends ({bucketing} buckets)"
+        fig = _figure(metric, df[df["metric"] == metric], buckets, chosen_systems, inst_pos, title, dpi)
         path = out_dir / f"{_slug(metric)}_vs_buckets.png"
         atomic_write_bytes(path, _render(fig))
         paths.append(path)

@@ -1,59 +1,7 @@
-"""Hierarchical report rubric (SPEC §5, paper 003 "FinReportBench"), adapted to Markdown reports.
-
-The items are data (``schemas/rubric.toml``, loaded by :func:`rubric_items`); each names an offline check of
-:data:`CHECKS`. A check reads the report R' (and, through :class:`RubricContext`, the instance's category,
-domain and sample report S) and returns a :class:`Finding`: pass / partial / fail / na, the exact line, table
-cell or heading it rests on (``evidence``), where that is (``evidence_ref``: "line 42", "table 2 row 5 col 3",
-"heading 'Liquidity' (line 9)") and a short rationale. Every check is a pure function of its inputs.
-
-**Scoring** (:func:`rubric_total`, paper 003 eq. 1). Credit pass 1, partial 0.5, fail 0; na items leave the
-denominator. g1, d1 (g2, d2) = weighted points obtained / available over the non-na G1 (G2) items;
-
-    S1 = 100 * g1 / d1          (100 when d1 = 0: nothing of G1 applies, so G2 is not discounted)
-    S2 = 100 * g2 / d2          (100 when d2 = 0)
-    S  = 100 * (g1 + (S1/100) * g2) / (d1 + d2)   when every applicable G0 gate passes, else 0
-         (100 when d1 + d2 = 0 and G0 passes)
-
-so weak report identity discounts G2 without a hard cap. G0 items are gates decided pass / fail / na; a
-"partial" on a gate (only possible from an LLM judging a gate, which this rubric never asks for) counts as not
-failed. :func:`score_rubric` reports four metrics: ``rubric`` (S, 0-100), ``rubric_g0`` (1.0 / 0.0),
-``rubric_g1`` (S1) and ``rubric_g2`` (S2); a layer metric is None when none of its items applies (and so is
-``rubric`` when neither G1 nor G2 applies). G1 and G2 are reported even when G0 fails (diagnosis); S is
-then 0.
-
-**Item families** (the TOML holds the exact boundaries; "financial" = SEC 10-Q/10-K instances, "academic" =
-literature surveys; the family is the category's prefix before "_"):
-
-* *G0 deliverability gates*: non-empty (>= 50 words of prose/list/table text), parseable (a heading, closed
-  code fences, consistent pipe-table cell counts), no leftover placeholder (TODO/TBD/XXX, [Insert ...],
-  {{...}}, $X.X, lorem ipsum, unfilled ``<!-- FILL -->`` slots; "not available" is content, not residue),
-  not truncated (the last paragraph / list item ends a sentence; a table, figure, closed code block or
-  heading is a complete ending).
-* *G1 report identity*: the H1 title names the entity (ticker from the domain "AAPL-10-Q", company name from
-  S's title) and a period - the target period when ``RubricContext.target_period`` is given (a copied stale
-  title is partial) - or the survey topic (domain words, or their acronym); register (judged; proxy:
-  chat openers "Sure", "Here is", "I have prepared", assistant voice "As an AI", "I cannot", closings "Let me
-  know", "I hope this helps", second person in the opening); an executive summary / overview up front;
-  period labels (years in headings and table headers) consistent with the title's year (financial).
-* *G2 completeness* - form: S's sections in S's order (one-to-one fuzzy heading match, rapidfuzz
-  ``token_sort_ratio`` >= 85, Kendall-style pair agreement), S's H2 sections present, heading hierarchy
-  (single H1, no skipped level), no empty sections. Data discipline (financial): numeric tables (>= 3
-  number cells, >= 1/3 of the non-label cells) carry a unit/scale note and period headers; figures in prose
-  agree with the table row whose label they follow (``tasks.score.numbers``: same figure up to displayed
-  precision and a factor 1000^k). Generation-trace control: no artifacts (mentions of the provided/grounding
-  documents or the sample report, "[doc 3]" ids, ```json fences), no raw HTML / entity debris, no repeated
-  paragraph (>= 8 words). Substance (judged; proxies documented as heuristics): the survey names its works
-  (>= 3 of arXiv ids, DOIs, author-year citations, Paper-column cells, "Name: subtitle" headings), risks /
-  limitations / open problems (a dedicated heading, else cue sentences), information density (share of
-  prose sentences with a number, a named entity or a technical term).
-
-**Judges.** :class:`OfflineRubricJudge` (``offline:rubric-checks``) decides every applicable item with its
-check. :class:`LLMRubricJudge` (``openai:<model>``) decides the *judged* items in one request per report
-(prompt ``prompts/score_rubric.md``; role ``score_rubric``) and the deterministic ones with their checks.
-The request holds the whole report when it fits ``context_tokens - max_output_tokens - 2000`` tokens (less
-the prompt itself); otherwise its head and tail, and the prompt and every rationale say so. The reply
-``{"decisions": [{"item_id", "decision", "evidence", "rationale"}]}`` must name exactly the judged applicable
-item ids (``check``: otherwise a corrective retry by the client, then ``LLMOutputError``).
+"""The hierarchical report rubric (paper 003): G0 deliverability gates, G1 report identity and G2
+completeness items, decided by offline checks of a Markdown report (or, for the judged items, an LLM) and
+aggregated into the total S. Items are data (``schemas/rubric.toml``); the specification of the layers,
+the score, every check and both judges is docs/metrics/rubric.md.
 """
 
 from __future__ import annotations
@@ -62,22 +10,23 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field, field_validator
 from rapidfuzz import fuzz
 
-from schemas.config import LLMSettings
 from schemas.rubric import Decision, RubricDecision, RubricItem, category_family, load_rubric
 from schemas.scoring import ItemScore, MetricResult
 from tasks.errors import FrameInputError
-from tasks.ground.tokens import count_tokens, count_tokens_many
-from tasks.llm.prompts import load_prompt, render
-from tasks.score.numbers import Num, NumberPool, derivation, numbers_in
-from tasks.score.tree import FENCE_RE, HEADING_RE, HRULE_RE, LINK_RE, LIST_ITEM_RE, TABLE_SEP_RE
-from tasks.synthesize.retrieve import split_sentences
+from tasks.markdown.document import Block, is_separator, parse, split_row
+from tasks.markdown.numbers import Num, NumberPool, derivation, numbers_in
+from tasks.markdown.pieces import clean
+from tasks.markdown.text import split_sentences
+from tasks.score.llm_judge import LLMJudge
+from tasks.score.metric import Inputs, JudgeEnv, MetricFamily, MetricSpec
+from tasks.tokens import count_tokens, count_tokens_many
 
 __all__ = [
     "CHECKS",
@@ -93,7 +42,6 @@ __all__ = [
 ]
 
 OFFLINE_NAME = "offline:rubric-checks"
-RESERVE_TOKENS = 2000  # room kept free for message framing and token-count drift (as the brief fixes it)
 MATCH_CUTOFF = 85  # rapidfuzz token_sort_ratio for "the same heading"
 EVIDENCE_CHARS = 240
 
@@ -122,39 +70,39 @@ class Finding:
     rationale: str = ""
 
 
-CheckFn = Callable[[str, RubricContext], Finding]
+CheckFn = Callable[[str, RubricContext], Finding]  # what CHECKS hold: (report R', context) -> finding
+DocCheck = Callable[["_Doc", RubricContext], Finding]  # how checks are written: on the parsed report
 CHECKS: dict[str, CheckFn] = {}
 
 
-def _check(name: str) -> Callable[[CheckFn], CheckFn]:
-    def register(fn: CheckFn) -> CheckFn:
-        CHECKS[name] = fn
+def _check(name: str) -> Callable[[DocCheck], DocCheck]:
+    """Register a check under `name`; CHECKS[name] takes the report text and parses it (cached)."""
+
+    def register(fn: DocCheck) -> DocCheck:
+        CHECKS[name] = lambda report, ctx: fn(_parse(report), ctx)
         return fn
 
     return register
 
 
 def rubric_items(path: Any = None) -> list[RubricItem]:
-    """The rubric (default ``schemas/rubric.toml``), validated against :data:`CHECKS`."""
+    """The rubric (default ``schemas/rubric.toml``); every item must name a check of :data:`CHECKS`."""
     return load_rubric(path, checks=CHECKS)
 
 
 # ======================================================================== Markdown reading
 
-_MARKUP = re.compile(r"\*\*|__|`+|<[^>\n]+>")
-_IMAGE = re.compile(r"^\s*!\[")
 _MONTH = (
     r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|"
     r"Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?"
 )
 _YEAR = re.compile(r"(?<![\d.,])(?:19|20)\d\d(?![\d])")
+_EMPHASIS = re.compile(r"(?<!\w)\*(?=\S)|(?<=\S)\*(?!\w)")  # single-star *emphasis*
 
 
 def _clean(text: str) -> str:
-    text = LINK_RE.sub(r"\1", text)
-    text = _MARKUP.sub("", text)
-    text = re.sub(r"(?<!\w)\*(?=\S)|(?<=\S)\*(?!\w)", "", text)  # *emphasis*
-    return " ".join(text.split())
+    """`tasks.markdown.pieces.clean` (links, bold, code ticks, tags) and single-star emphasis removed."""
+    return " ".join(_EMPHASIS.sub("", clean(text)).split())
 
 
 def _snip(text: str, limit: int = EVIDENCE_CHARS) -> str:
@@ -162,41 +110,9 @@ def _snip(text: str, limit: int = EVIDENCE_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _cells(line: str) -> list[str]:
-    s = line.strip()
-    if s.startswith("|"):
-        s = s[1:]
-    if s.endswith("|") and not s.endswith("\\|"):
-        s = s[:-1]
-    return [c.strip() for c in re.split(r"(?<!\\)\|", s)]
-
-
-def _is_table_start(lines: list[str], k: int) -> bool:
-    return (
-        "|" in lines[k]
-        and k + 1 < len(lines)
-        and "-" in lines[k + 1]
-        and bool(TABLE_SEP_RE.match(lines[k + 1]))
-    )
-
-
-@dataclass(frozen=True)
-class _Block:
-    kind: str  # heading | text | list | table | figure | code | rule
-    start: int  # 1-based line number of its first line
-    lines: tuple[str, ...]
-    level: int = 0  # headings
-    title: str = ""  # headings: cleaned text
-    closed: bool = True  # code: closing fence found
-    items: tuple[tuple[int, str], ...] = ()  # lists: (line, item text)
-
-    @property
-    def text(self) -> str:
-        return " ".join(s.strip().lstrip(">").strip() for s in self.lines)
-
-    @property
-    def end(self) -> int:
-        return self.start + len(self.lines) - 1
+def _flat(b: Block) -> str:
+    """A block's lines joined by spaces, block-quote marks dropped."""
+    return " ".join(s.strip().lstrip(">").strip() for s in b.lines)
 
 
 @dataclass(frozen=True)
@@ -219,16 +135,18 @@ class _Table:
 
 @dataclass(frozen=True)
 class _Doc:
+    """The report as `tasks.markdown.document` blocks (heading titles cleaned) and its tables."""
+
     lines: tuple[str, ...]
-    blocks: tuple[_Block, ...]
+    blocks: tuple[Block, ...]
     tables: tuple[_Table, ...] = field(default=())
 
     @property
-    def headings(self) -> list[_Block]:
+    def headings(self) -> list[Block]:
         return [b for b in self.blocks if b.kind == "heading"]
 
     @property
-    def h1(self) -> _Block | None:
+    def h1(self) -> Block | None:
         return next((b for b in self.headings if b.level == 1), None)
 
 
@@ -251,114 +169,38 @@ def _header_like(cells: Sequence[str]) -> bool:
 
 @lru_cache(maxsize=16)
 def _parse(markdown: str) -> _Doc:
-    """Blocks of a Markdown report with 1-based line numbers (fence-aware, one reading for every check)."""
-    lines = markdown.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    blocks: list[_Block] = []
+    """The one reading every check shares: `tasks.markdown.document.parse` (fence-aware; a line starting
+    with "![" is a figure) with cleaned heading titles, plus the pipe tables with header rows and captions."""
+    doc = parse(markdown, images="start")
+    blocks: list[Block] = []
     tables: list[_Table] = []
-    k, n = 0, len(lines)
-    while k < n:
-        line = lines[k]
-        if not line.strip():
-            k += 1
-            continue
-        fence = FENCE_RE.match(line)
-        if fence:
-            mark = fence.group(1)
-            close = re.compile(rf"^ {{0,3}}{re.escape(mark[0])}{{{len(mark)},}}\s*$")
-            j = k + 1
-            while j < n and not close.match(lines[j]):
-                j += 1
-            blocks.append(_Block("code", k + 1, tuple(lines[k : min(j + 1, n)]), closed=j < n))
-            k = j + 1
-            continue
-        head = HEADING_RE.match(line)
-        if head:
-            blocks.append(_Block("heading", k + 1, (line,), len(head.group(1)), _clean(head.group(2))))
-            k += 1
-            continue
-        if HRULE_RE.match(line):
-            blocks.append(_Block("rule", k + 1, (line,)))
-            k += 1
-            continue
-        if _is_table_start(lines, k):
-            j = k + 2
-            while j < n and lines[j].strip() and "|" in lines[j] and not HEADING_RE.match(lines[j]):
-                j += 1
-            rows = tuple((i + 1, tuple(_cells(lines[i]))) for i in range(k + 2, j))
-            nh = 1
-            while nh - 1 < len(rows) and _header_like(rows[nh - 1][1]):
-                nh += 1
-            prev = blocks[-1] if blocks else None
-            # the caption / scale note right above: a paragraph ending on the line before or one blank up
-            adjacent = prev is not None and prev.kind == "text" and prev.end >= k - 1
-            above = prev.lines[-1].strip() if adjacent and prev is not None else ""
-            nxt = j + 1 if j < n and not lines[j].strip() else j
-            below = lines[nxt].strip() if nxt < n else ""
-            tables.append(
-                _Table(
-                    len(tables) + 1,
-                    k + 1,
-                    tuple(_cells(line)),
-                    rows,
-                    nh,
-                    above,
-                    prev.end if above else 0,
-                    below,
-                )
-            )
-            blocks.append(_Block("table", k + 1, tuple(lines[k:j])))
-            k = j
-            continue
-        if _IMAGE.match(line):
-            blocks.append(_Block("figure", k + 1, (line,)))
-            k += 1
-            continue
-        if LIST_ITEM_RE.match(line):
-            j = k
-            items: list[tuple[int, str]] = []
-            while j < n:
-                cur = lines[j]
-                if LIST_ITEM_RE.match(cur):
-                    items.append((j + 1, LIST_ITEM_RE.sub("", cur, count=1)))
-                    j += 1
-                    continue
-                if cur.strip() and cur[:1] in (" ", "\t") and items:
-                    items[-1] = (items[-1][0], items[-1][1] + " " + cur.strip())
-                    j += 1
-                    continue
-                if not cur.strip():
-                    nxt = j + 1
-                    while nxt < n and not lines[nxt].strip():
-                        nxt += 1
-                    if nxt < n and LIST_ITEM_RE.match(lines[nxt]):
-                        j = nxt
-                        continue
-                break
-            end = j
-            while end > k and not lines[end - 1].strip():
-                end -= 1
-            blocks.append(_Block("list", k + 1, tuple(lines[k:end]), items=tuple(items)))
-            k = j
-            continue
-        j = k + 1
-        while j < n:
-            cur = lines[j]
-            if (
-                not cur.strip()
-                or HEADING_RE.match(cur)
-                or FENCE_RE.match(cur)
-                or _IMAGE.match(cur)
-                or LIST_ITEM_RE.match(cur)
-                or _is_table_start(lines, j)
-            ):
-                break
-            j += 1
-        blocks.append(_Block("text", k + 1, tuple(lines[k:j])))
-        k = j
-    return _Doc(tuple(lines), tuple(blocks), tuple(tables))
+    for b in doc.blocks:
+        if b.kind == "heading":
+            b = replace(b, title=_clean(b.title))
+        elif b.kind == "table":
+            tables.append(_table(doc.lines, b, blocks[-1] if blocks else None, len(tables) + 1))
+        blocks.append(b)
+    return _Doc(doc.lines, tuple(blocks), tuple(tables))
 
 
-def _where_heading(b: _Block) -> str:
+def _table(lines: Sequence[str], b: Block, prev: Block | None, index: int) -> _Table:
+    assert b.table is not None
+    rows = tuple((b.start + 2 + i, row) for i, row in enumerate(b.table.rows))
+    nh = 1
+    while nh - 1 < len(rows) and _header_like(rows[nh - 1][1]):
+        nh += 1
+    # the caption / scale note right above: a paragraph ending on the line before or one blank up
+    adjacent = prev is not None and prev.kind == "paragraph" and prev.end >= b.start - 2
+    above = prev.lines[-1].strip() if adjacent and prev is not None else ""
+    after = b.end  # 0-based index of the line after the table
+    nxt = after + 1 if after < len(lines) and not lines[after].strip() else after
+    below = lines[nxt].strip() if nxt < len(lines) else ""
+    return _Table(
+        index, b.start, b.table.header, rows, nh, above, prev.end if above and prev is not None else 0, below
+    )
+
+
+def _where_heading(b: Block) -> str:
     return f"heading '{_snip(b.title, 80)}' (line {b.start})"
 
 
@@ -380,7 +222,7 @@ def _sentences(doc: _Doc) -> list[_Sentence]:
             out.append(_Sentence(line, sent))
 
     for b in doc.blocks:
-        if b.kind == "text":
+        if b.kind == "paragraph":
             add([(b.start + i, s.strip().lstrip(">").strip()) for i, s in enumerate(b.lines)])
         elif b.kind == "list":
             for ln, item in b.items:
@@ -392,9 +234,9 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[A-Za-z0-9][A-Za-z0-9'’.,%$-]*", text)
 
 
-def _section_content(doc: _Doc, heading: _Block, *, deep: bool = True) -> list[_Block]:
+def _section_content(doc: _Doc, heading: Block, *, deep: bool = True) -> list[Block]:
     """Blocks under `heading` up to the next heading of the same or a higher level (deep: subsections too)."""
-    out: list[_Block] = []
+    out: list[Block] = []
     started = False
     for b in doc.blocks:
         if b is heading:
@@ -412,16 +254,15 @@ def _section_content(doc: _Doc, heading: _Block, *, deep: bool = True) -> list[_
 
 
 @_check("nonempty")
-def check_nonempty(report: str, ctx: RubricContext) -> Finding:
-    doc = _parse(report)
+def check_nonempty(doc: _Doc, ctx: RubricContext) -> Finding:
     count = 0
     first = None
     for b in doc.blocks:
-        if b.kind in ("text", "list"):
-            count += len(_words(_clean(b.text)))
+        if b.kind in ("paragraph", "list"):
+            count += len(_words(_clean(_flat(b))))
         elif b.kind == "table":
             count += sum(
-                len(_words(_clean(c))) for ln in b.lines for c in _cells(ln) if not TABLE_SEP_RE.match(ln)
+                len(_words(_clean(c))) for ln in b.lines for c in split_row(ln) if not is_separator(ln, 1)
             )
         else:
             continue
@@ -434,8 +275,7 @@ def check_nonempty(report: str, ctx: RubricContext) -> Finding:
 
 
 @_check("parseable")
-def check_parseable(report: str, ctx: RubricContext) -> Finding:
-    doc = _parse(report)
+def check_parseable(doc: _Doc, ctx: RubricContext) -> Finding:
     for b in doc.blocks:
         if b.kind == "code" and not b.closed:
             return Finding(
@@ -494,8 +334,7 @@ def _prose_lines(doc: _Doc) -> Iterable[tuple[int, str]]:
 
 
 @_check("no_placeholder")
-def check_no_placeholder(report: str, ctx: RubricContext) -> Finding:
-    doc = _parse(report)
+def check_no_placeholder(doc: _Doc, ctx: RubricContext) -> Finding:
     for ln, s in _prose_lines(doc):
         for kind, rx in _PLACEHOLDERS:
             m = rx.search(s)
@@ -515,8 +354,7 @@ _END_OK = re.compile(r"[.!?)\]\"'”’…$]$")
 
 
 @_check("not_truncated")
-def check_not_truncated(report: str, ctx: RubricContext) -> Finding:
-    doc = _parse(report)
+def check_not_truncated(doc: _Doc, ctx: RubricContext) -> Finding:
     content = [b for b in doc.blocks if b.kind != "rule"]
     if not content:
         return Finding("na", "", "", "empty report")
@@ -566,6 +404,11 @@ def check_not_truncated(report: str, ctx: RubricContext) -> Finding:
 
 _CORP_WORDS = frozenset("inc corp corporation co company ltd plc llc holdings group the".split())
 _STOP = frozenset("and of the in for on to a an with".split())
+_SUMMARY = re.compile(
+    r"\b(?:summary|overview|highlights?|introduction|abstract|key (?:findings|takeaways|points|figures)|"
+    r"at a glance|executive)\b",
+    re.I,
+)
 _PERIOD_TITLE = re.compile(
     rf"{_MONTH}\s+\d{{1,2}}|\b(?:19|20)\d\d\b|\bQ[1-4]\b|\bquarter\b|\bfiscal\b|\bFY\s?\d{{2,4}}\b|\bH[12]\b",
     re.I,
@@ -597,8 +440,7 @@ def _stem(w: str) -> str:
 
 
 @_check("title_entity")
-def check_title_entity(report: str, ctx: RubricContext) -> Finding:
-    doc = _parse(report)
+def check_title_entity(doc: _Doc, ctx: RubricContext) -> Finding:
     h1 = doc.h1
     if h1 is None:
         first = doc.blocks[0] if doc.blocks else None
@@ -678,9 +520,8 @@ _YOU = re.compile(r"\byou(?:r|rs)?\b", re.I)
 
 
 @_check("report_register")
-def check_report_register(report: str, ctx: RubricContext) -> Finding:
-    doc = _parse(report)
-    prose = [b for b in doc.blocks if b.kind in ("text", "list")]
+def check_report_register(doc: _Doc, ctx: RubricContext) -> Finding:
+    prose = [b for b in doc.blocks if b.kind in ("paragraph", "list")]
     for ln, s in _prose_lines(doc):
         m = _ASSISTANT.search(s)
         if m:
@@ -715,18 +556,10 @@ def check_report_register(report: str, ctx: RubricContext) -> Finding:
     )
 
 
-_SUMMARY = re.compile(
-    r"\b(?:summary|overview|highlights?|introduction|abstract|key (?:findings|takeaways|points|figures)|"
-    r"at a glance|executive)\b",
-    re.I,
-)
-
-
 @_check("summary")
-def check_summary(report: str, ctx: RubricContext) -> Finding:
-    doc = _parse(report)
+def check_summary(doc: _Doc, ctx: RubricContext) -> Finding:
     h1 = doc.h1
-    lead: list[_Block] = []
+    lead: list[Block] = []
     started = h1 is None
     for b in doc.blocks:
         if b is h1:
@@ -736,9 +569,9 @@ def check_summary(report: str, ctx: RubricContext) -> Finding:
             if started:
                 break
             continue
-        if started and b.kind in ("text", "list"):
+        if started and b.kind in ("paragraph", "list"):
             lead.append(b)
-    lead_words = sum(len(_words(_clean(b.text))) for b in lead)
+    lead_words = sum(len(_words(_clean(_flat(b)))) for b in lead)
     if lead_words >= 20:
         return Finding(
             "pass",
@@ -752,7 +585,7 @@ def check_summary(report: str, ctx: RubricContext) -> Finding:
     for pos, b in enumerate(sections):
         if not _SUMMARY.search(b.title):
             continue
-        content = [c for c in _section_content(doc, b) if c.kind in ("text", "list", "table", "figure")]
+        content = [c for c in _section_content(doc, b) if c.kind in ("paragraph", "list", "table", "figure")]
         if pos < 2 and content:
             return Finding(
                 "pass", b.lines[0].strip(), _where_heading(b), f"section {pos + 1} is a summary section"
@@ -816,8 +649,7 @@ def _period_labels(doc: _Doc) -> list[tuple[int, str, str]]:
 
 
 @_check("period_consistency")
-def check_period_consistency(report: str, ctx: RubricContext) -> Finding:
-    doc = _parse(report)
+def check_period_consistency(doc: _Doc, ctx: RubricContext) -> Finding:
     if doc.h1 is None:
         return Finding("na", "", "", "no title")
     years = [int(y) for y in _YEAR.findall(_fix_dates(doc.h1.title))]
@@ -866,7 +698,7 @@ def _norm_heading(title: str) -> str:
     return " ".join(re.findall(r"[a-z0-9]+", t))
 
 
-def _match_headings(sample: list[_Block], report: list[_Block]) -> list[tuple[int, int, float]]:
+def _match_headings(sample: list[Block], report: list[Block]) -> list[tuple[int, int, float]]:
     """One-to-one fuzzy match (i in sample, j in report, score): best scores first, near positions on ties."""
     if not sample or not report:
         return []
@@ -894,14 +726,14 @@ def _match_headings(sample: list[_Block], report: list[_Block]) -> list[tuple[in
     return sorted(out)
 
 
-def _sub_headings(doc: _Doc) -> list[_Block]:
+def _sub_headings(doc: _Doc) -> list[Block]:
     return [b for b in doc.headings if b is not doc.h1]
 
 
 @_check("section_order")
-def check_section_order(report: str, ctx: RubricContext) -> Finding:
+def check_section_order(doc: _Doc, ctx: RubricContext) -> Finding:
     s_heads = _sub_headings(_parse(ctx.sample_markdown)) if ctx.sample_markdown else []
-    r_heads = _sub_headings(_parse(report))
+    r_heads = _sub_headings(doc)
     pairs = _match_headings(s_heads, r_heads)
     if len(pairs) < 2:
         return Finding("na", "", "", f"{len(pairs)} heading(s) of the report match the sample's (< 2)")
@@ -931,14 +763,14 @@ def check_section_order(report: str, ctx: RubricContext) -> Finding:
 
 
 @_check("sections_present")
-def check_sections_present(report: str, ctx: RubricContext) -> Finding:
+def check_sections_present(doc: _Doc, ctx: RubricContext) -> Finding:
     sdoc = _parse(ctx.sample_markdown) if ctx.sample_markdown else None
     if sdoc is None:
         return Finding("na", "", "", "no sample report")
     s_h = [b for b in sdoc.headings if b.level == 2]
     if not s_h:
         return Finding("na", "", "", "the sample report has no H2 section")
-    r_heads = _sub_headings(_parse(report))
+    r_heads = _sub_headings(doc)
     missing = []
     for b in s_h:
         key = _norm_heading(b.title)
@@ -960,10 +792,9 @@ def check_sections_present(report: str, ctx: RubricContext) -> Finding:
 
 
 @_check("heading_hierarchy")
-def check_heading_hierarchy(report: str, ctx: RubricContext) -> Finding:
-    doc = _parse(report)
+def check_heading_hierarchy(doc: _Doc, ctx: RubricContext) -> Finding:
     heads = doc.headings
-    issues: list[tuple[_Block, str]] = []
+    issues: list[tuple[Block, str]] = []
     h1s = [b for b in heads if b.level == 1]
     if not h1s:
         first = heads[0] if heads else None
@@ -986,8 +817,7 @@ def check_heading_hierarchy(report: str, ctx: RubricContext) -> Finding:
 
 
 @_check("no_empty_sections")
-def check_no_empty_sections(report: str, ctx: RubricContext) -> Finding:
-    doc = _parse(report)
+def check_no_empty_sections(doc: _Doc, ctx: RubricContext) -> Finding:
     blocks = [b for b in doc.blocks if b.kind != "rule"]
     heads = [b for b in doc.headings if b is not doc.h1]
     if not heads:
@@ -1048,11 +878,10 @@ def _share_decision(ok: int, n: int) -> Decision:
 
 
 def _numeric_tables_finding(
-    report: str, has: Callable[[_Doc, _Table], bool], what: str, ref: str, lacks: str, first_above: bool
+    doc: _Doc, has: Callable[[_Doc, _Table], bool], what: str, ref: str, lacks: str, first_above: bool
 ) -> Finding:
     """Share of numeric tables for which `has` holds; evidence = the first table lacking it (else the first
     table: its line above when `first_above`, its first line otherwise)."""
-    doc = _parse(report)
     tables = _numeric_tables(doc)
     if not tables:
         return Finding("na", "", "", "no numeric table")
@@ -1071,9 +900,9 @@ def _numeric_tables_finding(
 
 
 @_check("table_units")
-def check_table_units(report: str, ctx: RubricContext) -> Finding:
+def check_table_units(doc: _Doc, ctx: RubricContext) -> Finding:
     return _numeric_tables_finding(
-        report,
+        doc,
         lambda doc, t: bool(_UNIT.search(" ".join((_table_text(doc, t), t.above, t.below)))),
         "carry a unit or scale note",
         "table {t.index} (line {t.start})",
@@ -1083,13 +912,13 @@ def check_table_units(report: str, ctx: RubricContext) -> Finding:
 
 
 @_check("table_periods")
-def check_table_periods(report: str, ctx: RubricContext) -> Finding:
+def check_table_periods(doc: _Doc, ctx: RubricContext) -> Finding:
     def has_period(doc: _Doc, t: _Table) -> bool:
         head = " ".join(_clean(c) for _, row in t.header_rows() for c in row)
         return bool(_PERIOD_CELL.search(head) or _PERIOD_CELL.search(_clean(t.above)))
 
     return _numeric_tables_finding(
-        report,
+        doc,
         has_period,
         "name their periods in the header (or the line above)",
         "table {t.index} header (line {t.start})",
@@ -1220,8 +1049,7 @@ def _agrees(num: Num, rows: list[_Row]) -> bool | None:
 
 
 @_check("numbers_agree")
-def check_numbers_agree(report: str, ctx: RubricContext) -> Finding:
-    doc = _parse(report)
+def check_numbers_agree(doc: _Doc, ctx: RubricContext) -> Finding:
     rows = _row_pools(doc)
     if not rows:
         return Finding("na", "", "", "no labelled numeric table row")
@@ -1289,8 +1117,7 @@ _ARTIFACT_FENCE = re.compile(r"^ {0,3}(?:`{3,}|~{3,})\s*(?:json|markdown|md)\b",
 
 
 @_check("no_artifacts")
-def check_no_artifacts(report: str, ctx: RubricContext) -> Finding:
-    doc = _parse(report)
+def check_no_artifacts(doc: _Doc, ctx: RubricContext) -> Finding:
     hits: list[tuple[int, str, str]] = []
     for b in doc.blocks:
         if b.kind == "code" and _ARTIFACT_FENCE.match(b.lines[0]):
@@ -1319,8 +1146,7 @@ _DEBRIS = re.compile(
 
 
 @_check("no_markup_debris")
-def check_no_markup_debris(report: str, ctx: RubricContext) -> Finding:
-    doc = _parse(report)
+def check_no_markup_debris(doc: _Doc, ctx: RubricContext) -> Finding:
     hits = [(ln, s, m.group(0)) for ln, s in _prose_lines(doc) for m in [_DEBRIS.search(s)] if m]
     if not hits:
         return Finding("pass", "", "whole report", "no raw HTML or escaped entity outside code")
@@ -1332,13 +1158,12 @@ def check_no_markup_debris(report: str, ctx: RubricContext) -> Finding:
 
 
 @_check("no_repetition")
-def check_no_repetition(report: str, ctx: RubricContext) -> Finding:
-    doc = _parse(report)
+def check_no_repetition(doc: _Doc, ctx: RubricContext) -> Finding:
     seen: dict[str, int] = {}
     units: list[tuple[int, str]] = []
     for b in doc.blocks:
-        if b.kind == "text":
-            units.append((b.start, b.text))
+        if b.kind == "paragraph":
+            units.append((b.start, _flat(b)))
         elif b.kind == "list":
             units.extend(b.items)
     for ln, raw in units:
@@ -1366,6 +1191,12 @@ _PAPER_COLUMN = re.compile(
     r"^(?:paper|papers|title|work|works|study|studies|reference|references|article|source)s?$", re.I
 )
 
+_RISK = re.compile(
+    r"\brisks?\b|\buncertaint|\blimitations?\b|\bchallenges?\b|\bopen (?:questions?|problems?|issues?)\b|"
+    r"\bfuture (?:work|research|directions?)\b|\boutlook\b|\bcaveats?\b|\bheadwinds?\b|\bthreats?\b",
+    re.I,
+)
+
 
 def _named_works(doc: _Doc) -> dict[str, tuple[str, str]]:
     """Distinct works named: key -> (evidence, where)."""
@@ -1390,11 +1221,11 @@ def _named_works(doc: _Doc) -> dict[str, tuple[str, str]]:
 
 
 @_check("academic_references")
-def check_academic_references(report: str, ctx: RubricContext) -> Finding:
+def check_academic_references(doc: _Doc, ctx: RubricContext) -> Finding:
     """Proxy (heuristic): distinct arXiv ids, DOIs, author-year citations, cells of a Paper/Title column and
     paper-title headings below H2 ("Name: subtitle", or >= 5 words). The bar is 3 works, or as many as the
     sample report names when it names fewer (a window may hold one or two papers)."""
-    refs = _named_works(_parse(report))
+    refs = _named_works(doc)
     in_sample = len(_named_works(_parse(ctx.sample_markdown))) if ctx.sample_markdown else 0
     need = min(3, in_sample) if in_sample else 3
     n = len(refs)
@@ -1405,21 +1236,13 @@ def check_academic_references(report: str, ctx: RubricContext) -> Finding:
     return Finding(decision, _snip(s), where, f"{n} distinct works named (proxy count; {need} needed)")
 
 
-_RISK = re.compile(
-    r"\brisks?\b|\buncertaint|\blimitations?\b|\bchallenges?\b|\bopen (?:questions?|problems?|issues?)\b|"
-    r"\bfuture (?:work|research|directions?)\b|\boutlook\b|\bcaveats?\b|\bheadwinds?\b|\bthreats?\b",
-    re.I,
-)
-
-
 @_check("risks_limitations")
-def check_risks_limitations(report: str, ctx: RubricContext) -> Finding:
+def check_risks_limitations(doc: _Doc, ctx: RubricContext) -> Finding:
     """Proxy (heuristic): a non-empty section whose heading names risks / limitations / open problems."""
-    doc = _parse(report)
     for b in doc.headings:
         if b is doc.h1 or not _RISK.search(b.title):
             continue
-        if any(c.kind in ("text", "list", "table") for c in _section_content(doc, b)):
+        if any(c.kind in ("paragraph", "list", "table") for c in _section_content(doc, b)):
             return Finding("pass", b.lines[0].strip(), _where_heading(b), "a section dedicated to them")
     for s in _sentences(doc):
         m = _RISK.search(s.text)
@@ -1442,11 +1265,10 @@ DENSITY_PASS, DENSITY_PARTIAL = 0.6, 0.35
 
 
 @_check("information_density")
-def check_information_density(report: str, ctx: RubricContext) -> Finding:
+def check_information_density(doc: _Doc, ctx: RubricContext) -> Finding:
     """Proxy (heuristic): share of prose sentences (>= 6 words; a parenthetical note is not a sentence) with a
     number, a capitalised name after the first word, or a technical token (digits in a word, an acronym,
     camelCase, a hyphenated compound, inline math). The demo gold reports score 0.55-0.8 on it."""
-    doc = _parse(report)
     sents = [
         s for s in _sentences(doc) if len(s.text.split()) >= 6 and not re.fullmatch(r"\(.*\)\.?", s.text)
     ]
@@ -1473,7 +1295,7 @@ def check_information_density(report: str, ctx: RubricContext) -> Finding:
 
 
 def rubric_total(decisions: Iterable[RubricDecision], items: Sequence[RubricItem]) -> dict[str, Any]:
-    """Layer points and the total S of paper 003 eq. 1 (module docstring) from item decisions.
+    """Layer points and the total S of paper 003 eq. 1 (docs/metrics/rubric.md) from item decisions.
 
     Items without a decision count as na. Returns g0_pass, g1, d1, g2, d2, s1, s2, S, not_applicable
     (ids), failed (ids: decided "fail", gates included), partial (ids)."""
@@ -1640,21 +1462,12 @@ def _locate(doc: _Doc, quote: str) -> str:
     return ""
 
 
-class LLMRubricJudge:
+class LLMRubricJudge(LLMJudge):
     """Judged items decided by an LLM in one request per report; deterministic items by their checks."""
 
     ROLE = "score_rubric"
-
-    def __init__(self, client: Any, settings: LLMSettings, ctx: Any = None) -> None:
-        self.client = client
-        self.settings = settings
-        self.ctx = ctx
-        self.name = f"openai:{settings.model}"
-        self.prompt = load_prompt(self.ROLE)
-        self.last_calls: list[dict[str, Any]] = []  # accounting of the last decide (tests, logs)
-
-    def __repr__(self) -> str:
-        return f"LLMRubricJudge(model={self.settings.model!r})"
+    ROLES = (ROLE,)
+    MIN_REPORT_TOKENS = 200  # below this the report cannot be judged: refuse
 
     def _report_view(self, report: str, room: int) -> tuple[str, str, bool]:
         """(text sent, note for the prompt, excerpted?): the whole report, or its head and tail."""
@@ -1696,54 +1509,46 @@ class LLMRubricJudge:
         }
         self.last_calls = []
         if judged:
-            listing = "\n".join(
-                json.dumps(
-                    {"item_id": it.id, "title": it.title, "criterion": it.criterion}, ensure_ascii=False
-                )
-                for it in judged
-            )
-            ids = ", ".join(it.id for it in judged)
-            variables = {
-                "category": ctx.category,
-                "domain": ctx.domain,
-                "items": listing,
-                "item_ids": ids,
-                "report_note": "",
-            }
-            overhead = sum(count_tokens(m["content"]) for m in render(self.prompt, report="", **variables))
-            s = self.settings
-            room = s.context_tokens - s.max_output_tokens - RESERVE_TOKENS - overhead
-            if room < 200:
-                raise FrameInputError(
-                    "llm.context_tokens",
-                    f"context_tokens {s.context_tokens} / max_output_tokens {s.max_output_tokens} leave no "
-                    f"room for the report in {self.ROLE}",
-                )
-            if report_markdown.strip():
-                view, note, excerpted = self._report_view(report_markdown, room)
-            else:
-                view, note, excerpted = "(the report is empty)", "The report is empty.", False
-            variables["report_note"] = note
-            messages = render(self.prompt, report=view, **variables)
-            result = self.client.complete_json(
-                self.ROLE, messages, RubricReply, self.ctx, check=_ids_check([it.id for it in judged])
-            )
-            doc = _parse(report_markdown)
-            by_id = {d.item_id: d for d in result.value.decisions}
-            suffix = " [judged on the head and tail of the report only]" if excerpted else ""
-            for it in judged:
-                d = by_id[it.id]
-                out[it.id] = RubricDecision(
-                    item_id=it.id,
-                    layer=it.layer,
-                    decision=d.decision,
-                    evidence=d.evidence.strip(),
-                    evidence_ref=_locate(doc, d.evidence),
-                    rationale=(d.rationale.strip() + suffix).strip(),
-                    judge=self.name,
-                )
-            self.last_calls.append({"role": self.ROLE, "items": len(judged), "excerpted": excerpted})
+            out.update(self._judge(report_markdown, ctx, judged))
         return [out[it.id] for it in items]
+
+    def _judge(self, report: str, ctx: RubricContext, judged: list[RubricItem]) -> dict[str, RubricDecision]:
+        """The decisions on the judged items: one request holding the report (or its head and tail)."""
+        listing = "\n".join(
+            json.dumps({"item_id": it.id, "title": it.title, "criterion": it.criterion}, ensure_ascii=False)
+            for it in judged
+        )
+        variables = {
+            "category": ctx.category,
+            "domain": ctx.domain,
+            "items": listing,
+            "item_ids": ", ".join(it.id for it in judged),
+            "report_note": "",
+        }
+        room = self.room(self.ROLE, self.MIN_REPORT_TOKENS, "the report", report="", **variables)
+        if report.strip():
+            view, note, excerpted = self._report_view(report, room)
+        else:
+            view, note, excerpted = "(the report is empty)", "The report is empty.", False
+        variables["report_note"] = note
+        ids = _ids_check([it.id for it in judged])
+        reply: RubricReply = self.ask(self.ROLE, RubricReply, check=ids, report=view, **variables).value
+        doc = _parse(report)
+        by_id = {d.item_id: d for d in reply.decisions}
+        suffix = " [judged on the head and tail of the report only]" if excerpted else ""
+        self.last_calls.append({"role": self.ROLE, "items": len(judged), "excerpted": excerpted})
+        return {
+            it.id: RubricDecision(
+                item_id=it.id,
+                layer=it.layer,
+                decision=by_id[it.id].decision,
+                evidence=by_id[it.id].evidence.strip(),
+                evidence_ref=_locate(doc, by_id[it.id].evidence),
+                rationale=(by_id[it.id].rationale.strip() + suffix).strip(),
+                judge=self.name,
+            )
+            for it in judged
+        }
 
 
 # ======================================================================== driver
@@ -1762,25 +1567,74 @@ def score_rubric(
 ) -> list[MetricResult]:
     """The four rubric metrics of one report: ``rubric`` (S), ``rubric_g0``, ``rubric_g1``, ``rubric_g2``."""
     items = list(items) if items is not None else rubric_items()
+    decisions = _all_decisions(report_markdown, ctx, judge, items)
+    tot = rubric_total(decisions, items)
+    layer_of = {it.id: it.layer for it in items}
+
+    def layer(name: str) -> tuple[dict[str, str], int]:
+        """The layer's decisions by item id, and how many are not na."""
+        got = {d.item_id: d.decision for d in decisions if layer_of[d.item_id] == name}
+        return got, sum(1 for v in got.values() if v != "na")
+
+    g0, n0 = layer("G0")
+    total = None if tot["d1"] + tot["d2"] == 0 and tot["g0_pass"] else tot["S"]
+    detail = {k: tot[k] for k in ("g1", "d1", "g2", "d2", "s1", "s2", "g0_pass", "not_applicable", "failed")}
+    detail.update(partial=tot["partial"], rubric_hash=_items_hash(items), category=ctx.category)
+    scores = _item_scores(items, decisions)
+    name = judge.name
+    failed_gates = [i for i in tot["failed"] if layer_of[i] == "G0"]
+    out = [
+        MetricResult(
+            metric="rubric", value=total, judge=name, population=len(scores), items=scores, detail=detail
+        ),
+        MetricResult(
+            metric="rubric_g0",
+            value=1.0 if tot["g0_pass"] else 0.0,
+            judge=name,
+            population=n0,
+            detail={"gates": g0, "failed": failed_gates},
+        ),
+    ]
+    for k in (1, 2):  # rubric_g1, rubric_g2: S1 / S2, None when no item of the layer applies
+        got, n = layer(f"G{k}")
+        d = tot[f"d{k}"]
+        out.append(
+            MetricResult(
+                metric=f"rubric_g{k}",
+                value=tot[f"s{k}"] if d else None,
+                judge=name,
+                population=n,
+                detail={f"g{k}": tot[f"g{k}"], f"d{k}": d, "decisions": got},
+            )
+        )
+    return out
+
+
+def _all_decisions(
+    report: str, ctx: RubricContext, judge: RubricJudge, items: list[RubricItem]
+) -> list[RubricDecision]:
+    """One decision per item in `items` order: the judge's for the applicable ones, na for the others."""
     applicable = [it for it in items if it.applies(ctx.category)]
-    decided = judge.decide(report_markdown, ctx, applicable)
+    decided = judge.decide(report, ctx, applicable)
     if [d.item_id for d in decided] != [it.id for it in applicable]:
         raise ValueError(f"{judge.name}: decisions do not match the applicable rubric items (ids or order)")
-    fam = ctx.family
     skipped = [
         RubricDecision(
             item_id=it.id,
             layer=it.layer,
             decision="na",
-            rationale=f"applies to {', '.join(it.applies_to)} reports, not {fam}",
+            rationale=f"applies to {', '.join(it.applies_to)} reports, not {ctx.family}",
             judge=judge.name,
         )
         for it in items
         if not it.applies(ctx.category)
     ]
     by_id = {d.item_id: d for d in [*decided, *skipped]}
-    decisions = [by_id[it.id] for it in items]
-    tot = rubric_total(decisions, items)
+    return [by_id[it.id] for it in items]
+
+
+def _item_scores(items: list[RubricItem], decisions: list[RubricDecision]) -> list[ItemScore]:
+    """The evidence items: one per decided (not na) item, its rationale led by the decision."""
     scores: list[ItemScore] = []
     for pos, (it, d) in enumerate(zip(items, decisions, strict=True)):
         if d.decision == "na":
@@ -1800,46 +1654,38 @@ def score_rubric(
                 rationale=rationale,
             )
         )
-    layer_of = {it.id: it.layer for it in items}
+    return scores
 
-    def layer_decisions(layer: str) -> dict[str, str]:
-        return {d.item_id: d.decision for d in decisions if layer_of[d.item_id] == layer}
 
-    d1, d2 = tot["d1"], tot["d2"]
-    total = None if d1 + d2 == 0 and tot["g0_pass"] else tot["S"]
-    detail = {k: tot[k] for k in ("g1", "d1", "g2", "d2", "s1", "s2", "g0_pass", "not_applicable", "failed")}
-    detail.update(partial=tot["partial"], rubric_hash=_items_hash(items), category=ctx.category)
-    return [
-        MetricResult(
-            metric="rubric",
-            value=total,
-            judge=judge.name,
-            population=len(scores),
-            items=scores,
-            detail=detail,
-        ),
-        MetricResult(
-            metric="rubric_g0",
-            value=1.0 if tot["g0_pass"] else 0.0,
-            judge=judge.name,
-            population=sum(1 for v in layer_decisions("G0").values() if v != "na"),
-            detail={
-                "gates": layer_decisions("G0"),
-                "failed": [i for i in tot["failed"] if layer_of[i] == "G0"],
-            },
-        ),
-        MetricResult(
-            metric="rubric_g1",
-            value=tot["s1"] if d1 else None,
-            judge=judge.name,
-            population=sum(1 for v in layer_decisions("G1").values() if v != "na"),
-            detail={"g1": tot["g1"], "d1": d1, "decisions": layer_decisions("G1")},
-        ),
-        MetricResult(
-            metric="rubric_g2",
-            value=tot["s2"] if d2 else None,
-            judge=judge.name,
-            population=sum(1 for v in layer_decisions("G2").values() if v != "na"),
-            detail={"g2": tot["g2"], "d2": d2, "decisions": layer_decisions("G2")},
-        ),
-    ]
+# ======================================================================== the family
+
+# Total S (0-100, 0 when a G0 gate fails), G0 pass (1/0), G1 and G2 percentages (paper 003).
+RUBRIC_METRICS: tuple[str, ...] = ("rubric", "rubric_g0", "rubric_g1", "rubric_g2")
+
+
+class RubricFamily(MetricFamily):
+    """The hierarchical rubric (paper 003): G0 gates, G1 and G2 checks of R' in its instance's context."""
+
+    name = "rubric"
+    metrics = (
+        MetricSpec("rubric", 0.0, 100.0, evidence="checks"),
+        MetricSpec("rubric_g0", evidence="checks"),
+        MetricSpec("rubric_g1", 0.0, 100.0, evidence="checks"),
+        MetricSpec("rubric_g2", 0.0, 100.0, evidence="checks"),
+    )
+    reads = frozenset({"sample", "context"})
+    summary = "hierarchical rubric: G0 gates, G1 form and G2 content checks (score 0-100)"
+
+    def __init__(self, env: JudgeEnv) -> None:
+        super().__init__(env)
+        self.judge: RubricJudge = OfflineRubricJudge() if env.offline else LLMRubricJudge(env.client, env.llm)
+
+    def score(self, inputs: Inputs) -> list[MetricResult]:
+        c = inputs.context
+        ctx = RubricContext(
+            category=c.get("category", ""),
+            domain=c.get("domain", ""),
+            sample_markdown=inputs.sample,
+            target_period=c.get("t_target", ""),
+        )
+        return score_rubric(inputs.generated, ctx, self.judge)

@@ -1,112 +1,24 @@
-"""Semantic Scaffold (paper 001 §4, App. B, E, G): facts, questions and entity attributes extracted once from
-the gold report Y, then every generated report R' judged against that fixed reference.
+"""Semantic Scaffold (paper 001 §4): facts, questions and entity attributes extracted once from the gold
+report Y, then every generated report R' judged against that fixed reference (FPS, QPS, EPS, F and plain
+coverage beside them). Offline heuristic and LLM extractors and judges; the family class comes last.
 
-In FRAME the "document" of the paper is the gold report Y and the "summary" is a generated report R'.
-Reports are not summaries: FPS and QPS *penalise* supporting detail (paper App. E.1), so they are always
-shown beside plain coverage (FC, QC, main and supporting coverage), never instead of it.
-
-**Metrics** (:func:`scaffold_metrics`, exactly ``schemas.scoring.SCAFFOLD_METRICS``). With M_c, S_c the main
-and supporting facts of the scaffold and M_s, S_s those inferable from R' (tier "other" never counts):
-
-    fps                 = (M_s / M_c) * (1 - S_s / S_c)      penalty term 1 when S_c = 0; None when M_c = 0
-    qps                 = (Q_s / Q_c) * (1 - R_s / R_c)      the same on main (Q) / supporting (R) questions
-    eps                 = preserved attributes / attributes  (every tier; None without attributes)
-    fact_coverage (FC)  = (M_s + S_s) / (M_c + S_c)          None when M_c + S_c = 0
-    question_coverage   = (Q_s + R_s) / (Q_c + R_c)
-    main_coverage       = M_s / M_c                          None when M_c = 0
-    supporting_coverage = S_s / S_c                          None when S_c = 0
-    fact_faithfulness F = supported R' sentences / graded R' sentences (a seeded sample of at most 100;
-                          None when R' has no sentence)
-
-An item the judgment does not mention counts as not inferable / answerable / preserved.
-
-**OfflineScaffoldExtractor** (``name = "offline:scaffold-heuristic"``): a deterministic HEURISTIC, no model
-decides what matters; it reads the layout of the report.
-
-* Facts = the coverage units of Y (``OfflineCoverageJudge.extract_units``: sentences, list items and table
-  rows, fragments and repeats left out), capped at ``MAX_FACTS`` by a seeded sample (never reached by the
-  demo reports). Tiers, first rule that applies:
-  1. ``other``: filing boilerplate ("forward-looking statements", "disclosure controls and procedures",
-     "table of contents", ...) whatever its figures; or, without a strong number (the unit type is not
-     "statistic"): 6 words or fewer, a pointer to another part ("The following table shows ...", "See
-     Note 7", a "Figure 3:" caption), a metadata cue ("period ended ...") in at most 15 words, or fewer
-     than 3 content words once dates, years and stop words are removed;
-  2. ``main``: a unit of the *lead* of a top-level section - prose directly under the section heading before
-     its first subsection or table (the content before the first section heading counts as a lead too) -
-     or a table row of a top-level section whose label names an aggregate ("Total ...", "Net income",
-     "Net sales", "Revenues", "Gross margin", "Operating income"); aggregates in the tables of deeper notes
-     stay supporting;
-  3. ``supporting``: everything else.
-* Questions: one per section heading of Y that has a fact beneath it - "What does the report state about
-  <heading path>?", expected answer = the section's first non-"other" fact, tier main for top-level
-  sections and supporting for deeper ones - plus one per main table row with a strong figure: "What was
-  <row label> (<context>) for <column header>?", expected answer = the first strong figure of the row.
-* Entities: every table row (name = "<context label>: <row label>", attributes = its cells
-  "<column header>: <value>", tier of the row) and, in prose, salient named terms - acronyms ("GPR"),
-  CamelCase names ("BloombergGPT", "iPhone") and runs of two or more capitalised words that do not open
-  the sentence ("Habitable Worlds Observatory") - mentioned by at least 2 non-"other" units (the
-  ``MAX_PROSE_ENTITIES`` most mentioned), attributes = the first ``MAX_TERM_ATTRIBUTES`` unit sentences
-  mentioning them. At most ``MAX_ATTRIBUTES`` attributes in all (seeded sample, ids renumbered).
-
-*Limits*: tiers follow the layout, not the meaning - a key result stated deep in a subsection is
-"supporting", a generic lead sentence is "main"; a section without lead prose (a 10-Q's "Management's
-Discussion and Analysis" opens with a subsection) contributes no main fact; "Net income" under the context
-label "Operating expenses" names its entity "Operating expenses: Net income". The LLM extractor is the
-reference; this one is cheap, deterministic and fails in these documented ways.
-
-**OfflineScaffoldJudge** (``name = "offline:scaffold+<embedder>"``) reuses the offline coverage grading
-(number-aware + embedding cosine, ``tasks.score.coverage``): an item is a unit graded against R', ``ok``
-when its score >= ``OK_THRESHOLD`` = 0.5.
-
-* fact: the fact text; question: its expected answer (for a row question, the row graded on that figure
-  only); attribute: a row attribute is the row graded on that cell's figure only, a prose attribute its
-  sentence, and the entity's name must also be in R' (exact or rapidfuzz partial ratio >= 90 on the
-  normalised text of R', for "context: label" names the label alone is enough);
-* sentence ids: the best segment of R' (the grade's evidence) located among ``markdown_pieces(R')``;
-* F: each R' piece of a seeded sample (``sample_items``, at most 100) graded as a unit against Y (the
-  scaffold keeps Y in ``gold_markdown``); ``ok`` = supported.
-All items are graded in one ``grade`` call against R' and one against Y, and every text is embedded at
-most once per judge object (an in-memory memo in front of the embedder), so the cost per system is about
-that of coverage: the pieces of Y and R'.
-
-**LLM roles** (any OpenAI-compatible model through ``tasks.llm.client.LLMClient``, ``name =
-"openai:<model>"``; prompts ``prompts/score_scaffold_*.md``, replies validated with pydantic, tier labels
-normalised from "main point" / "supporting detail" / "other"):
-
-* ``LLMScaffoldExtractor``: roles ``score_scaffold_facts``, ``score_scaffold_questions`` and
-  ``score_scaffold_entities``, each asked once per *part* of Y. A long Y is split at top-level sections
-  (then subsections, blocks) into parts that fit ``context_tokens - max_output_tokens - 2000`` tokens
-  (the reserve is at most a tenth of the context) minus the prompt; each request is told its part number
-  and which section it continues, and asked for a number of items proportional to the part's share of Y
-  (20-100 facts and questions over the whole report, as in the paper, within what ``max_output_tokens``
-  can hold). Ids are renumbered over all parts; entities of the same name are merged.
-* ``LLMScaffoldJudge``: R' is shown sentence by sentence (``markdown_pieces`` order, ids from 1, under
-  their headings). Role ``score_scaffold_align`` aligns facts and questions in batches of ``BATCH_ITEMS``
-  (reply ``{"alignments": [{"id", "ok", "sentence_ids", "justification"}]}``; the ``check`` requires
-  exactly the batch's ids, once each, and sentence ids that were shown: otherwise a corrective retry, then
-  ``LLMOutputError``). Role ``score_scaffold_entity_check`` lists the preserved attribute ids per entity
-  (batches of about ``BATCH_ATTRIBUTES`` attributes). Role ``score_scaffold_faithful`` says for each sampled
-  R' sentence (batches of ``BATCH_ITEMS``) whether Y supports it, citing Y's numbered pieces. When the
-  report shown (R', or Y for F) does not fit beside a batch, the request holds the sentences that share
-  the most words with the batch, in report order with their original ids, and both the prompt and every
-  rationale of the batch say it is an excerpt: nothing is cut silently.
-
-Everything is deterministic for a given input (LLM parts up to the model's replies, which the client caches).
+Specification (formulas, tiers, heuristics and thresholds, LLM roles, known limits): docs/metrics/scaffold.md.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
 import threading
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar
 
 import numpy as np
+import pyarrow as pa
 from pydantic import AliasChoices, BaseModel, Field, field_validator
 from rapidfuzz import fuzz
 
@@ -121,18 +33,18 @@ from schemas.scaffold import (
     ScaffoldQuestion,
     Tier,
 )
-from schemas.scoring import SCAFFOLD_METRICS, InfoUnit, ItemScore, MetricResult
+from schemas.scoring import InfoUnit, ItemScore, MetricResult
 from tasks.errors import FrameInputError
-from tasks.ground.tokens import count_tokens, count_tokens_many
-from tasks.llm.prompts import load_prompt, render
-from tasks.score.coverage import OfflineCoverageJudge, Piece, markdown_pieces
-from tasks.score.coverage import _atoms as _coverage_atoms
-from tasks.score.coverage import _cells as _table_cells
-from tasks.score.coverage import _pack as _coverage_pack
-from tasks.score.coverage import _size as _atoms_size
+from tasks.markdown.chunks import Atom, atoms, pack, section_of, size
+from tasks.markdown.document import is_heading, is_table_row
+from tasks.markdown.numbers import numbers_in
+from tasks.markdown.pieces import Piece, cells, markdown_pieces
+from tasks.markdown.text import STOPWORDS, terms
+from tasks.score.coverage import OfflineCoverageJudge
 from tasks.score.judges import MAX_ITEMS, EmbedFn, sample_items
-from tasks.score.numbers import numbers_in
-from tasks.synthesize.retrieve import STOPWORDS, terms
+from tasks.score.llm_judge import LLMJudge
+from tasks.score.metric import Inputs, JudgeEnv, MetricFamily, MetricSpec, parquet_bytes
+from tasks.tokens import count_tokens, count_tokens_many
 
 __all__ = [
     "BATCH_ATTRIBUTES",
@@ -155,11 +67,20 @@ MIN_TERM_UNITS = 2  # a prose term is salient when this many units mention it
 PRESENT_RATIO = 90  # rapidfuzz partial ratio for "the entity name is in R'"
 BATCH_ITEMS = 30  # facts / questions / R' sentences per LLM request
 BATCH_ATTRIBUTES = 60  # attributes per score_scaffold_entity_check request
-RESERVE_TOKENS = 2000  # context kept free for message framing and token-count drift
 SEED = 0
+# paper 001 §4: one extraction from Y per instance, one judgment per system, all eight values from it.
+# Main and supporting coverage are shown beside FPS, never replaced by it.
+SCAFFOLD_METRICS: tuple[str, ...] = (
+    "fps",
+    "qps",
+    "eps",
+    "fact_faithfulness",  # F: share of R' sentences supported by Y
+    "fact_coverage",  # FC: share of scaffold facts (main + supporting) inferable from R'
+    "question_coverage",  # QC: share of scaffold questions answerable from R'
+    "main_coverage",  # M_s / M_c
+    "supporting_coverage",  # S_s / S_c
+)
 _MEMO_LIMIT = 50_000  # embeddings kept in memory per judge (384 floats each: ~75 MB at most)
-
-T = TypeVar("T")
 
 # ======================================================================== offline extractor
 
@@ -197,7 +118,7 @@ def _word_count(text: str) -> int:
 
 
 def _is_other(unit: InfoUnit) -> bool:
-    """Tier rule 1 of the module docstring (boilerplate, metadata, short fragments)."""
+    """Tier rule 1 (docs/metrics/scaffold.md): boilerplate, metadata, pointers, short fragments."""
     if _BOILERPLATE.search(unit.content):
         return True
     if unit.type == "statistic":
@@ -220,14 +141,14 @@ class _Row:
 def _row_parts(piece: Piece) -> _Row | None:
     """Label, context and (header, value) cells of a table-row piece, read back from its text
     ("<context>: <label> | <header>: <value>; ...") with the raw row's cells as anchors."""
-    raw = _table_cells(piece.source)
+    raw = cells(piece.source)
     if not raw:
         return None
     label, values = raw[0], [v for v in raw[1:] if v]
     head, sep, rest = piece.text.partition(" | ")
     if not sep:
         head, rest = ("", piece.text) if values else (piece.text, "")
-    cells: list[tuple[str, str]] = []
+    found: list[tuple[str, str]] = []
     pos = 0
     for v in values:
         idx, start = -1, pos
@@ -241,16 +162,16 @@ def _row_parts(piece: Piece) -> _Row | None:
                 break
             start = k + 1
         if idx < 0:
-            cells.append(("", v))
+            found.append(("", v))
             continue
         part = rest[pos:idx]
         header = part[:-2] if part.endswith(": ") else part
-        cells.append((header.strip(), v))
+        found.append((header.strip(), v))
         pos = idx + len(v) + 2
     context = ""
     if label and head.endswith(label) and len(head) > len(label):
         context = head[: -len(label)].rstrip().rstrip(":").strip()
-    return _Row(name=head or label, label=label or head, context=context, cells=tuple(cells))
+    return _Row(name=head or label, label=label or head, context=context, cells=tuple(found))
 
 
 def _is_aggregate(label: str) -> bool:
@@ -278,7 +199,8 @@ def _bare(token: str) -> str:
 
 
 def _named_terms(sentence: str) -> list[str]:
-    """Acronyms, CamelCase names and capitalised multi-word names of one sentence (module docstring)."""
+    """Acronyms, CamelCase names and capitalised multi-word names of one sentence (the salient prose terms
+    of docs/metrics/scaffold.md)."""
     matches = list(_TOKEN.finditer(sentence))
     toks = [_bare(m.group(0)) for m in matches]
     out: list[str] = []
@@ -326,7 +248,7 @@ def _mentions(term: str) -> re.Pattern[str]:
 
 
 class OfflineScaffoldExtractor:
-    """The deterministic layout heuristic of the module docstring; `extract` needs no embedding."""
+    """The deterministic layout heuristic (docs/metrics/scaffold.md); `extract` needs no embedding."""
 
     name = "offline:scaffold-heuristic"
 
@@ -374,7 +296,7 @@ class OfflineScaffoldExtractor:
                 tiers.append("other")
             elif in_lead:
                 tiers.append("main")
-            elif p.kind == "row" and len(p.path) <= 1 and _is_aggregate(_table_cells(p.source)[0]):
+            elif p.kind == "row" and len(p.path) <= 1 and _is_aggregate(cells(p.source)[0]):
                 tiers.append("main")
             else:
                 tiers.append("supporting")
@@ -502,19 +424,22 @@ class OfflineScaffoldExtractor:
                 )
         ordered = [e for _, e in sorted(found.values(), key=lambda pe: pe[0])]
         flat = [(ei, a) for ei, e in enumerate(ordered) for a in e.attributes]
-        total = len(flat)
         keep = {id(a) for _, a in sample_items(flat, MAX_ATTRIBUTES, SEED)}
-        out: list[ScaffoldEntity] = []
-        next_id = 1
-        for e in ordered:
-            attrs = []
-            for a in e.attributes:
-                if id(a) in keep:
-                    attrs.append(a.model_copy(update={"id": next_id}))
-                    next_id += 1
-            if attrs:
-                out.append(e.model_copy(update={"attributes": attrs}))
-        return out, total
+        return _renumbered(ordered, lambda a: id(a) in keep), len(flat)
+
+
+def _renumbered(
+    entities: Iterable[ScaffoldEntity], keep: Callable[[ScaffoldAttribute], bool] = lambda a: True
+) -> list[ScaffoldEntity]:
+    """The entities with their kept attributes numbered 1, 2, ... across all of them; an entity left
+    without attributes is dropped."""
+    ids = itertools.count(1)
+    out: list[ScaffoldEntity] = []
+    for e in entities:
+        attrs = [a.model_copy(update={"id": next(ids)}) for a in e.attributes if keep(a)]
+        if attrs:
+            out.append(e.model_copy(update={"attributes": attrs}))
+    return out
 
 
 # ======================================================================== offline judge
@@ -582,11 +507,67 @@ def _sentence_index(pieces: Sequence[Piece]) -> dict[str, int]:
 
 
 def _is_offline_row(fact: ScaffoldFact) -> bool:
-    return fact.source.strip().startswith("|") and " | " in fact.text
+    """A fact the offline extractor made from a table row ("label | header: value; ...")."""
+    return is_table_row(fact.source) and " | " in fact.text
+
+
+class _Units:
+    """The distinct units one offline judgment grades (several items may share one)."""
+
+    def __init__(self) -> None:
+        self.units: list[InfoUnit] = []
+        self._index: dict[tuple[str, str], int] = {}
+
+    def add(self, content: str, source: str, kind: str) -> int:
+        key = (content, source)
+        if key not in self._index:
+            self._index[key] = len(self.units)
+            self.units.append(
+                InfoUnit(unit_id=len(self.units), type=kind, content=content, source_sentence=source)
+            )
+        return self._index[key]
+
+    def fact(self, f: ScaffoldFact) -> int:
+        return self.add(f.text, f.source if _is_offline_row(f) else "", "fact")
+
+    def cell(self, f: ScaffoldFact, value: str, kind: str) -> int:
+        # the row's text (for the cosine) with only this cell's figures (for the number match)
+        return self.add(f.text, f"| {value} |", kind)
+
+
+def _grading_plan(
+    scaffold: Scaffold, haystack: str
+) -> tuple[list[InfoUnit], list[tuple[str, int, int, str]]]:
+    """The units to grade against R' and, per item, (kind, item id, unit index, note); note "absent" when
+    an attribute's entity name is not in R' (`haystack`: its normalised text)."""
+    facts = {f.id: f for f in scaffold.facts}
+    units = _Units()
+    plan: list[tuple[str, int, int, str]] = [("fact", f.id, units.fact(f), "") for f in scaffold.facts]
+    for q in scaffold.questions:
+        f = facts.get(q.fact_id) if q.fact_id is not None else None
+        if f is not None and f.text == q.answer:
+            ui = units.fact(f)
+        elif f is not None and _is_offline_row(f):
+            ui = units.cell(f, q.answer, "question")
+        else:
+            ui = units.add(q.answer, "", "question")
+        plan.append(("question", q.id, ui, ""))
+    for e in scaffold.entities:
+        note = "" if _present(e.name, haystack) else "absent"
+        for a in e.attributes:
+            f = facts.get(a.fact_id) if a.fact_id is not None else None
+            if f is not None and a.value and _is_offline_row(f):
+                ui = units.cell(f, a.value, "attribute")
+            elif f is not None and a.text == f.text:
+                ui = units.fact(f)
+            else:
+                ui = units.add(f"{e.name}: {a.text}", "", "attribute")
+            plan.append(("attribute", a.id, ui, note))
+    return units.units, plan
 
 
 class OfflineScaffoldJudge:
-    """Offline judgment of R' against a scaffold (module docstring)."""
+    """Offline judgment of R' against a scaffold with the coverage grading (docs/metrics/scaffold.md)."""
 
     def __init__(
         self, coverage_judge: OfflineCoverageJudge, *, max_sentences: int = MAX_ITEMS, seed: int = SEED
@@ -606,47 +587,7 @@ class OfflineScaffoldJudge:
         segs = markdown_pieces(generated_markdown)
         ids_of = _sentence_index(segs)
         haystack = _norm("\n".join(s.text for s in segs))
-        facts = {f.id: f for f in scaffold.facts}
-        units: list[InfoUnit] = []
-        index: dict[tuple[str, str], int] = {}
-
-        def unit(content: str, source: str, kind: str) -> int:
-            key = (content, source)
-            if key not in index:
-                index[key] = len(units)
-                units.append(InfoUnit(unit_id=len(units), type=kind, content=content, source_sentence=source))
-            return index[key]
-
-        def fact_unit(f: ScaffoldFact) -> int:
-            return unit(f.text, f.source if _is_offline_row(f) else "", "fact")
-
-        def cell_unit(f: ScaffoldFact, value: str, kind: str) -> int:
-            # the row's text (for the cosine) with only this cell's figures (for the number match)
-            return unit(f.text, f"| {value} |", kind)
-
-        plan: list[tuple[str, int, int, str]] = []  # (kind, item id, unit index, note)
-        for f in scaffold.facts:
-            plan.append(("fact", f.id, fact_unit(f), ""))
-        for q in scaffold.questions:
-            f = facts.get(q.fact_id) if q.fact_id is not None else None
-            if f is not None and f.text == q.answer:
-                ui = fact_unit(f)
-            elif f is not None and _is_offline_row(f):
-                ui = cell_unit(f, q.answer, "question")
-            else:
-                ui = unit(q.answer, "", "question")
-            plan.append(("question", q.id, ui, ""))
-        for e in scaffold.entities:
-            note = "" if _present(e.name, haystack) else "absent"
-            for a in e.attributes:
-                f = facts.get(a.fact_id) if a.fact_id is not None else None
-                if f is not None and a.value and _is_offline_row(f):
-                    ui = cell_unit(f, a.value, "attribute")
-                elif f is not None and a.text == f.text:
-                    ui = fact_unit(f)
-                else:
-                    ui = unit(f"{e.name}: {a.text}", "", "attribute")
-                plan.append(("attribute", a.id, ui, note))
+        units, plan = _grading_plan(scaffold, haystack)
         grades = self._grader.grade(units, generated_markdown) if units else []
 
         alignments: list[Alignment] = []
@@ -758,144 +699,135 @@ def _item(
     )
 
 
-def scaffold_metrics(scaffold: Scaffold, judgment: ScaffoldJudgment) -> list[MetricResult]:
-    """The eight SCAFFOLD_METRICS of one judgment (module docstring), in that order."""
-    by: dict[tuple[str, int], Alignment] = {(a.kind, a.item_id): a for a in judgment.alignments}
+@dataclass(frozen=True)
+class _Tally:
+    """Items of one kind per tier: c = in the scaffold, s = judged ok in R'."""
 
-    def ok(kind: str, item_id: int) -> bool:
-        a = by.get((kind, item_id))
-        return bool(a and a.ok)
+    main_c: int
+    main_s: int
+    sup_c: int
+    sup_s: int
+    other_c: int
+    unjudged: int
 
-    def tally(kind: str, items: Sequence[Any]) -> dict[str, int]:
-        out = {"main_c": 0, "main_s": 0, "supporting_c": 0, "supporting_s": 0, "other_c": 0, "other_s": 0}
-        for it in items:
-            out[f"{it.tier}_c"] += 1
-            out[f"{it.tier}_s"] += ok(kind, it.id)
-        out["unjudged"] = sum((kind, it.id) not in by for it in items)
-        return out
+    @classmethod
+    def of(cls, kind: str, items: Sequence[Any], by: Mapping[tuple[str, int], Alignment]) -> _Tally:
+        c = Counter(it.tier for it in items)
+        s = Counter(it.tier for it in items if _ok(by, kind, it.id))
+        unjudged = sum((kind, it.id) not in by for it in items)
+        return cls(c["main"], s["main"], c["supporting"], s["supporting"], c["other"], unjudged)
 
-    ft = tally("fact", scaffold.facts)
-    qt = tally("question", scaffold.questions)
-    m_c, m_s, s_c, s_s = ft["main_c"], ft["main_s"], ft["supporting_c"], ft["supporting_s"]
-    q_c, q_s, r_c, r_s = qt["main_c"], qt["main_s"], qt["supporting_c"], qt["supporting_s"]
-    fact_detail = {
-        "M_s": m_s,
-        "M_c": m_c,
-        "S_s": s_s,
-        "S_c": s_c,
-        "other": ft["other_c"],
-        "unjudged": ft["unjudged"],
-    }
-    q_detail = {
-        "Q_s": q_s,
-        "Q_c": q_c,
-        "R_s": r_s,
-        "R_c": r_c,
-        "other": qt["other_c"],
-        "unjudged": qt["unjudged"],
-    }
+    def detail(self, main: str, sup: str) -> dict[str, int]:
+        """{"M_s", "M_c", "S_s", "S_c", "other", "unjudged"} with `main` / `sup` as the letters."""
+        return {
+            f"{main}_s": self.main_s,
+            f"{main}_c": self.main_c,
+            f"{sup}_s": self.sup_s,
+            f"{sup}_c": self.sup_c,
+            "other": self.other_c,
+            "unjudged": self.unjudged,
+        }
 
+    @property
+    def preservation(self) -> float | None:
+        return _preservation(self.main_s, self.main_c, self.sup_s, self.sup_c)
+
+    @property
+    def coverage(self) -> float | None:
+        return _ratio(self.main_s + self.sup_s, self.main_c + self.sup_c)
+
+
+def _ok(by: Mapping[tuple[str, int], Alignment], kind: str, item_id: int) -> bool:
+    a = by.get((kind, item_id))
+    return bool(a and a.ok)
+
+
+def _eps_detail(scaffold: Scaffold, by: Mapping[tuple[str, int], Alignment]) -> dict[str, Any]:
     attrs = scaffold.attributes()
-    entity_of = scaffold.entity_of()
-    preserved = sum(ok("attribute", a.id) for a in attrs)
     by_tier = {t: [a for a in attrs if a.tier == t] for t in ("main", "supporting", "other")}
-    eps_detail = {
-        "preserved": preserved,
+    return {
+        "preserved": sum(_ok(by, "attribute", a.id) for a in attrs),
         "attributes": len(attrs),
         "entities": len(scaffold.entities),
         "by_tier": {
-            t: {"n": len(v), "preserved": sum(ok("attribute", a.id) for a in v)} for t, v in by_tier.items()
+            t: {"n": len(v), "preserved": sum(_ok(by, "attribute", a.id) for a in v)}
+            for t, v in by_tier.items()
         },
     }
-    graded = judgment.faithful
-    supported = sum(a.ok for a in graded)
-    judge = judgment.judge
-    common = {"extractor": scaffold.extractor}
 
-    results = {
-        "fps": MetricResult(
-            metric="fps",
-            value=_preservation(m_s, m_c, s_s, s_c),
-            judge=judge,
-            population=m_c + s_c,
-            detail={**fact_detail, **common},
-        ),
-        "qps": MetricResult(
-            metric="qps",
-            value=_preservation(q_s, q_c, r_s, r_c),
-            judge=judge,
-            population=q_c + r_c,
-            detail={**q_detail, **common},
-        ),
-        "eps": MetricResult(
-            metric="eps",
-            value=_ratio(preserved, len(attrs)),
-            judge=judge,
-            population=len(attrs),
-            items=[
-                _item(
-                    a.id,
-                    f"attribute:{a.tier}",
-                    f"{entity_of[a.id].name}: {a.text}",
-                    a.source,
-                    by.get(("attribute", a.id)),
-                )
-                for a in attrs
-            ],
-            detail={**eps_detail, **common},
-        ),
-        "fact_faithfulness": MetricResult(
-            metric="fact_faithfulness",
-            value=_ratio(supported, len(graded)),
-            judge=judge,
-            population=judgment.sentences,
-            items=[_item(a.item_id, "sentence", a.text, a.text, a, "gold sentence") for a in graded],
-            detail={"supported": supported, "graded": len(graded), "sentences": judgment.sentences, **common},
-        ),
-        "fact_coverage": MetricResult(
-            metric="fact_coverage",
-            value=_ratio(m_s + s_s, m_c + s_c),
-            judge=judge,
-            population=len(scaffold.facts),
-            items=[
-                _item(f.id, f"fact:{f.tier}", f.text, f.source, by.get(("fact", f.id)))
-                for f in scaffold.facts
-            ],
-            detail={**fact_detail, "counted": m_c + s_c, **common},
-        ),
-        "question_coverage": MetricResult(
-            metric="question_coverage",
-            value=_ratio(q_s + r_s, q_c + r_c),
-            judge=judge,
-            population=len(scaffold.questions),
-            items=[
-                _item(
-                    q.id,
-                    f"question:{q.tier}",
-                    f"{q.question} -> {q.answer}",
-                    q.source,
-                    by.get(("question", q.id)),
-                )
-                for q in scaffold.questions
-            ],
-            detail={**q_detail, "counted": q_c + r_c, **common},
-        ),
-        "main_coverage": MetricResult(
-            metric="main_coverage",
-            value=_ratio(m_s, m_c),
-            judge=judge,
-            population=m_c,
-            detail={**fact_detail, **common},
-        ),
-        "supporting_coverage": MetricResult(
-            metric="supporting_coverage",
-            value=_ratio(s_s, s_c),
-            judge=judge,
-            population=s_c,
-            detail={**fact_detail, **common},
-        ),
+
+def _item_lists(
+    scaffold: Scaffold, judgment: ScaffoldJudgment, by: Mapping[tuple[str, int], Alignment]
+) -> dict[str, list[ItemScore]]:
+    """The evidence items of EPS, F, FC and QC."""
+    entity_of = scaffold.entity_of()
+    return {
+        "eps": [
+            _item(
+                a.id,
+                f"attribute:{a.tier}",
+                f"{entity_of[a.id].name}: {a.text}",
+                a.source,
+                by.get(("attribute", a.id)),
+            )
+            for a in scaffold.attributes()
+        ],
+        "fact_faithfulness": [
+            _item(a.item_id, "sentence", a.text, a.text, a, "gold sentence") for a in judgment.faithful
+        ],
+        "fact_coverage": [
+            _item(f.id, f"fact:{f.tier}", f.text, f.source, by.get(("fact", f.id))) for f in scaffold.facts
+        ],
+        "question_coverage": [
+            _item(
+                q.id,
+                f"question:{q.tier}",
+                f"{q.question} -> {q.answer}",
+                q.source,
+                by.get(("question", q.id)),
+            )
+            for q in scaffold.questions
+        ],
     }
-    return [results[m] for m in SCAFFOLD_METRICS]
+
+
+def scaffold_metrics(scaffold: Scaffold, judgment: ScaffoldJudgment) -> list[MetricResult]:
+    """The eight SCAFFOLD_METRICS of one judgment (docs/metrics/scaffold.md), in that order."""
+    by = {(a.kind, a.item_id): a for a in judgment.alignments}
+    ft, qt = _Tally.of("fact", scaffold.facts, by), _Tally.of("question", scaffold.questions, by)
+    fd, qd, eps = ft.detail("M", "S"), qt.detail("Q", "R"), _eps_detail(scaffold, by)
+    supported, graded = sum(a.ok for a in judgment.faithful), len(judgment.faithful)
+    counted_f, counted_q = ft.main_c + ft.sup_c, qt.main_c + qt.sup_c
+    # metric: (value, population, detail)
+    rows: dict[str, tuple[float | None, int, dict[str, Any]]] = {
+        "fps": (ft.preservation, counted_f, fd),
+        "qps": (qt.preservation, counted_q, qd),
+        "eps": (_ratio(eps["preserved"], eps["attributes"]), eps["attributes"], eps),
+        "fact_faithfulness": (
+            _ratio(supported, graded),
+            judgment.sentences,
+            {"supported": supported, "graded": graded, "sentences": judgment.sentences},
+        ),
+        "fact_coverage": (ft.coverage, len(scaffold.facts), {**fd, "counted": counted_f}),
+        "question_coverage": (qt.coverage, len(scaffold.questions), {**qd, "counted": counted_q}),
+        "main_coverage": (_ratio(ft.main_s, ft.main_c), ft.main_c, fd),
+        "supporting_coverage": (_ratio(ft.sup_s, ft.sup_c), ft.sup_c, fd),
+    }
+    items = _item_lists(scaffold, judgment, by)
+    out = []
+    for m in SCAFFOLD_METRICS:
+        value, population, detail = rows[m]
+        out.append(
+            MetricResult(
+                metric=m,
+                value=value,
+                judge=judgment.judge,
+                population=population,
+                items=items.get(m, []),
+                detail={**detail, "extractor": scaffold.extractor},
+            )
+        )
+    return out
 
 
 def scaffold_scores(
@@ -985,11 +917,16 @@ class EntitiesReply(BaseModel):
     entities: list[_EntityOut]
 
 
-class _AlignOut(BaseModel):
+class _Verdict(BaseModel):
+    """The judge's verdict on one listed id, with its reasons."""
+
     id: int
+    justification: str = ""
+
+
+class _AlignOut(_Verdict):
     ok: bool
     sentence_ids: list[int] = Field(default_factory=list)
-    justification: str = ""
 
 
 class AlignReply(BaseModel):
@@ -1010,11 +947,9 @@ class EntityCheckReply(BaseModel):
     entities: list[_EntityCheckOut]
 
 
-class _FaithfulOut(BaseModel):
-    id: int
+class _FaithfulOut(_Verdict):
     supported: bool
     evidence_ids: list[int] = Field(default_factory=list)
-    justification: str = ""
 
 
 class FaithfulReply(BaseModel):
@@ -1025,11 +960,12 @@ class FaithfulReply(BaseModel):
 
 def _exact_ids(label: str, want: Sequence[int], got: Sequence[int]) -> None:
     """Raise ValueError unless `got` names every id of `want` once and nothing else."""
-    dupes = sorted({i for i in got if list(got).count(i) > 1})
+    counts = Counter(got)
+    dupes = sorted(i for i, n in counts.items() if n > 1)
     if dupes:
         raise ValueError(f"{label} given more than once: {dupes}")
-    extra = sorted(set(got) - set(want))
-    missing = [i for i in want if i not in set(got)]
+    extra = sorted(set(counts) - set(want))
+    missing = [i for i in want if i not in counts]
     if extra or missing:
         raise ValueError(
             f"the reply must give exactly the {label}s "
@@ -1046,37 +982,7 @@ def _known_ids(label: str, ids: Sequence[int], shown: set[int], total: int) -> N
         raise ValueError(f"{label} must be {where}; not in the report: {bad}")
 
 
-# ======================================================================== LLM helpers
-
-
-class _LLMBase:
-    def __init__(self, client: Any, settings: LLMSettings, ctx: Any = None) -> None:
-        self.client = client
-        self.settings = settings
-        self.ctx = ctx
-        self.name = f"openai:{settings.model}"
-        self.last_calls: list[dict[str, Any]] = []  # role, attempts, cached per request of the last call
-
-    def _input_budget(self) -> int:
-        s = self.settings
-        return s.context_tokens - s.max_output_tokens - min(RESERVE_TOKENS, s.context_tokens // 10)
-
-    @staticmethod
-    def _overhead(prompt: Any, **variables: Any) -> int:
-        return sum(count_tokens(m["content"]) for m in render(prompt, **variables))
-
-    def _run(self, fn: Callable[[Any], T], jobs: list[Any]) -> list[T]:
-        if len(jobs) <= 1 or self.settings.concurrency <= 1:
-            return [fn(j) for j in jobs]
-        with ThreadPoolExecutor(max_workers=min(self.settings.concurrency, len(jobs))) as pool:
-            return list(pool.map(fn, jobs))
-
-    def _ask(self, role: str, messages: list[dict[str, str]], schema: type[Any], check: Any = None) -> Any:
-        result = self.client.complete_json(role, messages, schema, self.ctx, check=check)
-        return result
-
-
-# -- numbered reports
+# ======================================================================== numbered reports (LLM judge)
 
 
 @dataclass
@@ -1106,6 +1012,15 @@ class _Numbered:
                 last = p.path
             lines.append(f"[{i}] {p.text}")
         return "\n".join(lines)
+
+    def cited(self, ids: list[int]) -> dict[str, Any]:
+        """Alignment fields citing sentences `ids`: the ids, the text of the first three, the heading path
+        of the first."""
+        return {
+            "sentence_ids": ids,
+            "evidence": " ".join(self.pieces[i - 1].text for i in ids[:3]),
+            "evidence_ref": " > ".join(self.pieces[ids[0] - 1].path) if ids else "",
+        }
 
     def view(self, query: str, room: int) -> tuple[str, list[int]]:
         """The whole report when it fits `room` tokens, else the pieces sharing most words with `query`
@@ -1145,26 +1060,25 @@ def _excerpt_note(what: str, shown: int, total: int, subject: str) -> str:
 # ======================================================================== LLM extractor
 
 
-class LLMScaffoldExtractor(_LLMBase):
-    """Facts, questions and entities of Y by three LLM roles (module docstring)."""
+class LLMScaffoldExtractor(LLMJudge):
+    """Facts, questions and entities of Y by three LLM roles, each asked once per part of Y."""
 
     FACTS_ROLE = "score_scaffold_facts"
     QUESTIONS_ROLE = "score_scaffold_questions"
     ENTITIES_ROLE = "score_scaffold_entities"
-
-    def __init__(self, client: Any, settings: LLMSettings, ctx: Any = None) -> None:
-        super().__init__(client, settings, ctx)
-        self.prompts = {r: load_prompt(r) for r in (self.FACTS_ROLE, self.QUESTIONS_ROLE, self.ENTITIES_ROLE)}
-
-    def __repr__(self) -> str:
-        return f"LLMScaffoldExtractor(model={self.settings.model!r})"
+    ROLES = (FACTS_ROLE, QUESTIONS_ROLE, ENTITIES_ROLE)
+    # role -> reply model and how many items to ask over the whole report (paper: 20-100 facts, questions)
+    ASKS: ClassVar[dict[str, tuple[type[BaseModel], int, int]]] = {
+        FACTS_ROLE: (FactsReply, 20, 100),
+        QUESTIONS_ROLE: (QuestionsReply, 20, 100),
+        ENTITIES_ROLE: (EntitiesReply, 20, 150),
+    }
 
     def _part_budget(self) -> int:
         overhead = max(
-            self._overhead(p, report_part="", part_note="", min_items="", max_items="")
-            for p in self.prompts.values()
+            self.overhead(r, report_part="", part_note="", min_items="", max_items="") for r in self.ROLES
         )
-        budget = self._input_budget() - overhead - 200
+        budget = self.input_budget() - overhead - 200
         if budget < 64:
             raise FrameInputError(
                 "llm.context_tokens",
@@ -1185,117 +1099,91 @@ class LLMScaffoldExtractor(_LLMBase):
         if not gold_markdown.strip():
             return Scaffold(extractor=self.name, gold_markdown=gold_markdown)
         budget = self._part_budget()
-        atoms = _coverage_atoms(gold_markdown, budget)
-        chunks = _coverage_pack(atoms, budget, (lambda a: a.top, lambda a: a.flat))
-        total = max(1, sum(_atoms_size(c) for c in chunks))
+        chunks = pack(atoms(gold_markdown, budget), budget, (lambda a: a.top, lambda a: a.flat))
+        total = max(1, sum(size(c) for c in chunks))
 
-        def note(i: int, chunk: list[Any]) -> str:
-            out = f"This is part {i + 1} of {len(chunks)} of the gold report."
-            first = chunk[0]
-            if first.path and not first.text.lstrip().startswith("#"):
-                out += f" It continues the section {' > '.join(first.path)}."
-            return out
-
-        schemas = {
-            self.FACTS_ROLE: FactsReply,
-            self.QUESTIONS_ROLE: QuestionsReply,
-            self.ENTITIES_ROLE: EntitiesReply,
-        }
-        ranges = {self.FACTS_ROLE: (20, 100), self.QUESTIONS_ROLE: (20, 100), self.ENTITIES_ROLE: (20, 150)}
-
-        def ask(job: tuple[str, int]) -> tuple[str, int, Any, int]:
+        def ask_part(job: tuple[str, int]) -> tuple[str, int, Any, int]:
             role, i = job
-            chunk = chunks[i]
-            lo, hi = self._range(_atoms_size(chunk) / total, *ranges[role])
-            messages = render(
-                self.prompts[role],
-                report_part="\n\n".join(a.text for a in chunk),
-                part_note=note(i, chunk),
+            schema, low, high = self.ASKS[role]
+            lo, hi = self._range(size(chunks[i]) / total, low, high)
+            result = self.ask(
+                role,
+                schema,
+                report_part="\n\n".join(a.text for a in chunks[i]),
+                part_note=_part_note(chunks, i),
                 min_items=str(lo),
                 max_items=str(hi),
             )
-            result = self._ask(role, messages, schemas[role])
             return role, i, result.value, result.attempts
 
-        jobs = [(role, i) for role in schemas for i in range(len(chunks))]
-        replies = self._run(ask, jobs)
+        jobs = [(role, i) for role in self.ROLES for i in range(len(chunks))]
+        replies = self.map(ask_part, jobs)
         self.last_calls = [{"role": r, "part": i + 1, "attempts": n} for r, i, _, n in replies]
-        got = {(r, i): v for r, i, v, _ in replies}
+        items = self._merged(chunks, {(r, i): v for r, i, v, _ in replies})
+        detail = {"parts": len(chunks), "requests": len(jobs)}
+        return Scaffold(extractor=self.name, gold_markdown=gold_markdown, detail=detail, **items)
 
+    def _merged(self, chunks: list[list[Atom]], got: dict[tuple[str, int], Any]) -> dict[str, Any]:
+        """The facts, questions and entities of every part's replies: ids run on over the parts, entities
+        of the same (normalised) name are merged."""
         facts: list[ScaffoldFact] = []
         questions: list[ScaffoldQuestion] = []
         entities: dict[str, ScaffoldEntity] = {}
         for i, chunk in enumerate(chunks):
             for f in got[(self.FACTS_ROLE, i)].facts:
-                facts.append(
-                    ScaffoldFact(
-                        id=len(facts) + 1,
-                        text=f.fact,
-                        tier=f.tier,
-                        source=f.source.strip(),
-                        section=f.section.strip() or _section_of(chunk, f.source),
-                    )
-                )
+                where = _placed(chunk, f.source, f.section)
+                facts.append(ScaffoldFact(id=len(facts) + 1, text=f.fact, tier=f.tier, **where))
             for q in got[(self.QUESTIONS_ROLE, i)].questions:
+                where = _placed(chunk, q.source, q.section)
                 questions.append(
                     ScaffoldQuestion(
-                        id=len(questions) + 1,
-                        question=q.question,
-                        answer=q.answer,
-                        tier=q.tier,
-                        source=q.source.strip(),
-                        section=q.section.strip() or _section_of(chunk, q.source),
+                        id=len(questions) + 1, question=q.question, answer=q.answer, tier=q.tier, **where
                     )
                 )
-            for e in got[(self.ENTITIES_ROLE, i)].entities:
-                key = _norm(e.name)
-                ent = entities.setdefault(key, ScaffoldEntity(name=e.name, type=e.type.strip() or "other"))
-                have = {_norm(a.text) for a in ent.attributes}
-                for a in e.attributes:
-                    if _norm(a.attribute) not in have:
-                        have.add(_norm(a.attribute))
-                        ent.attributes.append(
-                            ScaffoldAttribute(id=1, text=a.attribute, tier=a.tier, source=a.source.strip())
-                        )
-        next_id = 1
-        out_entities = []
-        for ent in entities.values():
-            if not ent.attributes:
-                continue
-            attrs = []
-            for a in ent.attributes:
-                attrs.append(a.model_copy(update={"id": next_id}))
-                next_id += 1
-            out_entities.append(ent.model_copy(update={"attributes": attrs}))
-        return Scaffold(
-            extractor=self.name,
-            facts=facts,
-            questions=questions,
-            entities=out_entities,
-            gold_markdown=gold_markdown,
-            detail={"parts": len(chunks), "requests": len(jobs)},
-        )
+            _merge_entities(entities, got[(self.ENTITIES_ROLE, i)].entities)
+        return {"facts": facts, "questions": questions, "entities": _renumbered(entities.values())}
 
 
-def _section_of(chunk: list[Any], source: str) -> str:
-    """Heading path of the atom of `chunk` holding `source` (else of its first atom under a heading)."""
-    probe = _norm(source)[:120]
-    if probe:
-        for a in chunk:
-            if probe in _norm(a.text.replace("|", " ")):
-                return " > ".join(a.path)
-    return next((" > ".join(a.path) for a in chunk if a.path), "")
+def _part_note(chunks: list[list[Atom]], i: int) -> str:
+    """What a request is told about its part: its number, and the section it continues (when the part
+    does not open with a heading)."""
+    out = f"This is part {i + 1} of {len(chunks)} of the gold report."
+    first = chunks[i][0]
+    if first.path and not is_heading(first.text.split("\n", 1)[0]):
+        out += f" It continues the section {' > '.join(first.path)}."
+    return out
+
+
+def _placed(chunk: list[Atom], source: str, section: str) -> dict[str, str]:
+    """Source and section of an extracted item; the section found in its part when the reply gives none."""
+    return {"source": source.strip(), "section": section.strip() or section_of(chunk, source)}
+
+
+def _merge_entities(entities: dict[str, ScaffoldEntity], replies: Sequence[_EntityOut]) -> None:
+    """Add the entities of one reply to `entities` (by normalised name), skipping repeated attributes."""
+    for e in replies:
+        ent = entities.setdefault(_norm(e.name), ScaffoldEntity(name=e.name, type=e.type.strip() or "other"))
+        have = {_norm(a.text) for a in ent.attributes}
+        for a in e.attributes:
+            if _norm(a.attribute) not in have:
+                have.add(_norm(a.attribute))
+                ent.attributes.append(
+                    ScaffoldAttribute(id=1, text=a.attribute, tier=a.tier, source=a.source.strip())
+                )
 
 
 # ======================================================================== LLM judge
 
+_Job = tuple[str, Any]  # (kind: fact | question | entity | sentence, the batch)
 
-class LLMScaffoldJudge(_LLMBase):
-    """Alignment of R' with a scaffold, and fact faithfulness, by three LLM roles (module docstring)."""
+
+class LLMScaffoldJudge(LLMJudge):
+    """Alignment of R' with a scaffold, and fact faithfulness, by three LLM roles."""
 
     ALIGN_ROLE = "score_scaffold_align"
     ENTITY_ROLE = "score_scaffold_entity_check"
     FAITHFUL_ROLE = "score_scaffold_faithful"
+    ROLES = (ALIGN_ROLE, ENTITY_ROLE, FAITHFUL_ROLE)
 
     def __init__(
         self,
@@ -1310,46 +1198,31 @@ class LLMScaffoldJudge(_LLMBase):
     ) -> None:
         if batch_size < 1 or attribute_batch < 1 or max_sentences < 1:
             raise ValueError("batch_size, attribute_batch and max_sentences must be >= 1")
-        super().__init__(client, settings, ctx)
+        super().__init__(client, settings, ctx=ctx)
         self.batch_size = batch_size
         self.attribute_batch = attribute_batch
         self.max_sentences = max_sentences
         self.seed = seed
-        self.prompts = {r: load_prompt(r) for r in (self.ALIGN_ROLE, self.ENTITY_ROLE, self.FAITHFUL_ROLE)}
 
-    def __repr__(self) -> str:
-        return f"LLMScaffoldJudge(model={self.settings.model!r})"
-
-    def _room(self, prompt: Any, **variables: str) -> int:
-        room = self._input_budget() - self._overhead(prompt, **variables) - 200
+    def _room(self, role: str, **blank: str) -> int:
+        room = self.input_budget() - self.overhead(role, **blank) - 200
         if room < 64:
             raise FrameInputError(
                 "llm.context_tokens",
                 f"context_tokens {self.settings.context_tokens} leave no room for the report next to a batch "
-                f"in {prompt.name}",
+                f"in {role}",
             )
         return room
 
     def judge(self, scaffold: Scaffold, generated_markdown: str) -> ScaffoldJudgment:
         report = _Numbered.of(generated_markdown)
-        jobs: list[tuple[str, Any]] = []
-        if len(report):
-            facts, qs = scaffold.facts, scaffold.questions
-            jobs += [("fact", facts[i : i + self.batch_size]) for i in range(0, len(facts), self.batch_size)]
-            jobs += [("question", qs[i : i + self.batch_size]) for i in range(0, len(qs), self.batch_size)]
-            jobs += [("entity", b) for b in self._entity_batches(scaffold)]
+        has_gold = bool(len(report) and scaffold.gold_markdown.strip())
+        gold = _Numbered.of(scaffold.gold_markdown) if has_gold else None
         sampled: list[int] = []
-        gold = (
-            _Numbered.of(scaffold.gold_markdown) if len(report) and scaffold.gold_markdown.strip() else None
-        )
         if gold is not None and len(gold):
             sampled = sample_items(list(range(1, len(report) + 1)), self.max_sentences, self.seed)
-            jobs += [
-                ("sentence", sampled[i : i + self.batch_size])
-                for i in range(0, len(sampled), self.batch_size)
-            ]
 
-        def run(job: tuple[str, Any]) -> tuple[list[Alignment], dict[str, Any]]:
+        def run(job: _Job) -> tuple[list[Alignment], dict[str, Any]]:
             kind, batch = job
             if kind in ("fact", "question"):
                 return self._align(kind, batch, report)
@@ -1358,45 +1231,38 @@ class LLMScaffoldJudge(_LLMBase):
             assert gold is not None
             return self._faithful(batch, report, gold)
 
-        results = self._run(run, jobs)
+        results = self.map(run, self._jobs(scaffold, sampled) if len(report) else [])
         self.last_calls = [call for _, call in results]
         alignments = [a for al, _ in results for a in al if a.kind != "sentence"]
         faithful = [a for al, _ in results for a in al if a.kind == "sentence"]
         if not len(report):  # nothing to ask: every item absent
-            alignments = [
-                Alignment(
-                    item_id=it.id, kind=k, ok=False, score=0.0, rationale="the generated report is empty"
-                )
-                for k, items in (("fact", scaffold.facts), ("question", scaffold.questions))
-                for it in items
-            ] + [
-                Alignment(
-                    item_id=a.id,
-                    kind="attribute",
-                    ok=False,
-                    score=0.0,
-                    rationale="the generated report is empty",
-                )
-                for a in scaffold.attributes()
-            ]
+            alignments = _all_absent(scaffold)
+        detail = {
+            "requests": len(results),
+            "retries": sum(c["attempts"] - 1 for c in self.last_calls),
+            "excerpted_requests": sum(1 for c in self.last_calls if c["excerpt"]),
+            "sampled_sentences": len(sampled),
+            "max_sentences": self.max_sentences,
+            "seed": self.seed,
+        }
+        if gold is None and len(report):
+            detail["faithfulness"] = "the scaffold holds no gold report"
         return ScaffoldJudgment(
-            judge=self.name,
-            sentences=len(report),
-            alignments=alignments,
-            faithful=faithful,
-            detail={
-                "requests": len(results),
-                "retries": sum(c["attempts"] - 1 for c in self.last_calls),
-                "excerpted_requests": sum(1 for c in self.last_calls if c["excerpt"]),
-                "sampled_sentences": len(sampled),
-                "max_sentences": self.max_sentences,
-                "seed": self.seed,
-                **(
-                    {"faithfulness": "the scaffold holds no gold report"}
-                    if gold is None and len(report)
-                    else {}
-                ),
-            },
+            judge=self.name, sentences=len(report), alignments=alignments, faithful=faithful, detail=detail
+        )
+
+    def _jobs(self, scaffold: Scaffold, sampled: list[int]) -> list[_Job]:
+        """Facts, questions, entities and sampled R' sentences in batches, in that order."""
+        n = self.batch_size
+
+        def batches(items: Sequence[Any]) -> list[Any]:
+            return [items[i : i + n] for i in range(0, len(items), n)]
+
+        return (
+            [("fact", b) for b in batches(scaffold.facts)]
+            + [("question", b) for b in batches(scaffold.questions)]
+            + [("entity", b) for b in self._entity_batches(scaffold)]
+            + [("sentence", b) for b in batches(sampled)]
         )
 
     def _entity_batches(
@@ -1418,10 +1284,38 @@ class LLMScaffoldJudge(_LLMBase):
             batches.append(cur)
         return batches
 
+    def _ask_about(
+        self,
+        role: str,
+        schema: type[Any],
+        doc: _Numbered,
+        query: str,
+        what: str,
+        subject: str,
+        check: Callable[[Any, set[int]], None],
+        slots: tuple[str, str] = ("report_note", "sentences"),
+        **variables: str,
+    ) -> tuple[Any, int]:
+        """One `role` request showing `doc` (whole, or the excerpt sharing most words with `query`) in the
+        prompt variables `slots` (its note, its text); `check(reply, ids shown)`. Returns the reply and how
+        many of doc's sentences were shown."""
+        note_slot, text_slot = slots
+        room = self._room(role, **{note_slot: "", text_slot: ""}, **variables)
+        text, shown = doc.view(query, room)
+        shown_set = set(shown)
+        note = _excerpt_note(what, len(shown), len(doc), subject)
+        result = self.ask(
+            role,
+            schema,
+            check=lambda reply: check(reply, shown_set),
+            **{note_slot: note, text_slot: text},
+            **variables,
+        )
+        return result, len(shown)
+
     def _align(
         self, kind: str, batch: list[Any], report: _Numbered
     ) -> tuple[list[Alignment], dict[str, Any]]:
-        prompt = self.prompts[self.ALIGN_ROLE]
         if kind == "fact":
             listing = "\n".join(json.dumps({"id": f.id, "fact": f.text}, ensure_ascii=False) for f in batch)
             query = " ".join(f.text for f in batch)
@@ -1434,48 +1328,45 @@ class LLMScaffoldJudge(_LLMBase):
             )
             query = " ".join(f"{q.question} {q.answer}" for q in batch)
         ids = [it.id for it in batch]
-        variables = {
-            "criterion": prompt.parts[kind],
-            "item_label": "facts" if kind == "fact" else "questions",
-            "items": listing,
-            "item_ids": ", ".join(map(str, ids)),
-        }
-        room = self._room(prompt, report_note="", sentences="", **variables)
-        text, shown = report.view(query, room)
-        shown_set = set(shown)
-        what = "facts" if kind == "fact" else "questions"
-        note = _excerpt_note("generated report", len(shown), len(report), what)
 
-        def check(reply: AlignReply) -> None:
+        def check(reply: AlignReply, shown: set[int]) -> None:
             _exact_ids("id", ids, [a.id for a in reply.alignments])
             _known_ids(
-                "sentence_ids", [s for a in reply.alignments for s in a.sentence_ids], shown_set, len(report)
+                "sentence_ids", [s for a in reply.alignments for s in a.sentence_ids], shown, len(report)
             )
 
-        messages = render(prompt, report_note=note, sentences=text, **variables)
-        result = self._ask(self.ALIGN_ROLE, messages, AlignReply, check)
-        suffix = self._suffix(len(shown), len(report), "R'")
+        what = "facts" if kind == "fact" else "questions"
+        result, shown = self._ask_about(
+            self.ALIGN_ROLE,
+            AlignReply,
+            report,
+            query,
+            "generated report",
+            what,
+            check,
+            criterion=self.prompts[self.ALIGN_ROLE].parts[kind],
+            item_label=what,
+            items=listing,
+            item_ids=", ".join(map(str, ids)),
+        )
+        suffix = _suffix(shown, len(report), "R'")
         out = []
         for a in sorted(result.value.alignments, key=lambda a: ids.index(a.id)):
-            sids = sorted(set(a.sentence_ids))
             out.append(
                 Alignment(
                     item_id=a.id,
                     kind=kind,  # type: ignore[arg-type]
                     ok=a.ok,
                     score=1.0 if a.ok else 0.0,
-                    sentence_ids=sids,
-                    evidence=" ".join(report.pieces[s - 1].text for s in sids[:3]),
-                    evidence_ref=" > ".join(report.pieces[sids[0] - 1].path) if sids else "",
+                    **report.cited(sorted(set(a.sentence_ids))),
                     rationale=(a.justification.strip() + suffix).strip(),
                 )
             )
-        return out, self._call(self.ALIGN_ROLE, kind, result, len(shown) < len(report))
+        return out, _call(self.ALIGN_ROLE, kind, result, shown < len(report))
 
     def _entities(
         self, batch: list[tuple[ScaffoldEntity, list[ScaffoldAttribute]]], report: _Numbered
     ) -> tuple[list[Alignment], dict[str, Any]]:
-        prompt = self.prompts[self.ENTITY_ROLE]
         listing = "\n".join(
             json.dumps(
                 {
@@ -1489,82 +1380,74 @@ class LLMScaffoldJudge(_LLMBase):
         )
         ids = [a.id for _, attrs in batch for a in attrs]
         query = " ".join(f"{e.name} " + " ".join(a.text for a in attrs) for e, attrs in batch)
-        room = self._room(prompt, report_note="", sentences="", entities=listing)
-        text, shown = report.view(query, room)
-        shown_set = set(shown)
 
-        def check(reply: EntityCheckReply) -> None:
+        def check(reply: EntityCheckReply, shown: set[int]) -> None:
             listed = [i for e in reply.entities for i in e.preserved_ids]
             unknown = sorted(set(listed) - set(ids))
             if unknown:
                 raise ValueError(f"preserved_ids must be attribute ids of this request; unknown: {unknown}")
             _known_ids(
-                "sentence_ids", [s for e in reply.entities for s in e.sentence_ids], shown_set, len(report)
+                "sentence_ids", [s for e in reply.entities for s in e.sentence_ids], shown, len(report)
             )
 
-        note = _excerpt_note("generated report", len(shown), len(report), "entities")
-        messages = render(prompt, report_note=note, sentences=text, entities=listing)
-        result = self._ask(self.ENTITY_ROLE, messages, EntityCheckReply, check)
+        result, shown = self._ask_about(
+            self.ENTITY_ROLE,
+            EntityCheckReply,
+            report,
+            query,
+            "generated report",
+            "entities",
+            check,
+            entities=listing,
+        )
         kept: dict[int, list[int]] = {}
         for e in result.value.entities:
             for i in e.preserved_ids:
                 kept.setdefault(i, sorted(set(e.sentence_ids)))
-        suffix = self._suffix(len(shown), len(report), "R'")
-        out = []
-        for i in ids:
-            sids = kept.get(i, [])
-            out.append(
-                Alignment(
-                    item_id=i,
-                    kind="attribute",
-                    ok=i in kept,
-                    score=1.0 if i in kept else 0.0,
-                    sentence_ids=sids,
-                    evidence=" ".join(report.pieces[s - 1].text for s in sids[:3]),
-                    evidence_ref=" > ".join(report.pieces[sids[0] - 1].path) if sids else "",
-                    rationale=(
-                        ("listed as preserved by the judge" if i in kept else "not listed as preserved")
-                        + suffix
-                    ),
-                )
+        suffix = _suffix(shown, len(report), "R'")
+        out = [
+            Alignment(
+                item_id=i,
+                kind="attribute",
+                ok=i in kept,
+                score=1.0 if i in kept else 0.0,
+                **report.cited(kept.get(i, [])),
+                rationale=("listed as preserved by the judge" if i in kept else "not listed as preserved")
+                + suffix,
             )
-        return out, self._call(self.ENTITY_ROLE, "attribute", result, len(shown) < len(report))
+            for i in ids
+        ]
+        return out, _call(self.ENTITY_ROLE, "attribute", result, shown < len(report))
 
     def _faithful(
         self, batch: list[int], report: _Numbered, gold: _Numbered
     ) -> tuple[list[Alignment], dict[str, Any]]:
-        prompt = self.prompts[self.FAITHFUL_ROLE]
         listing = "\n".join(
             json.dumps({"id": i, "sentence": report.pieces[i - 1].text}, ensure_ascii=False) for i in batch
         )
         query = " ".join(report.pieces[i - 1].text for i in batch)
-        room = self._room(
-            prompt, document_note="", document="", sentences=listing, sentence_ids=", ".join(map(str, batch))
-        )
-        text, shown = gold.view(query, room)
-        shown_set = set(shown)
 
-        def check(reply: FaithfulReply) -> None:
+        def check(reply: FaithfulReply, shown: set[int]) -> None:
             _exact_ids("id", batch, [s.id for s in reply.sentences])
-            _known_ids(
-                "evidence_ids", [e for s in reply.sentences for e in s.evidence_ids], shown_set, len(gold)
-            )
+            _known_ids("evidence_ids", [e for s in reply.sentences for e in s.evidence_ids], shown, len(gold))
 
-        note = _excerpt_note("gold report", len(shown), len(gold), "sentences to check")
-        messages = render(
-            prompt,
-            document_note=note,
-            document=text,
+        result, shown = self._ask_about(
+            self.FAITHFUL_ROLE,
+            FaithfulReply,
+            gold,
+            query,
+            "gold report",
+            "sentences to check",
+            check,
+            ("document_note", "document"),
             sentences=listing,
             sentence_ids=", ".join(map(str, batch)),
         )
-        result = self._ask(self.FAITHFUL_ROLE, messages, FaithfulReply, check)
         by_id = {s.id: s for s in result.value.sentences}
-        suffix = self._suffix(len(shown), len(gold), "Y")
+        suffix = _suffix(shown, len(gold), "Y")
         out = []
         for i in batch:
             s = by_id[i]
-            eids = sorted(set(s.evidence_ids))
             out.append(
                 Alignment(
                     item_id=i,
@@ -1572,28 +1455,107 @@ class LLMScaffoldJudge(_LLMBase):
                     text=report.pieces[i - 1].text,
                     ok=s.supported,
                     score=1.0 if s.supported else 0.0,
-                    sentence_ids=eids,
-                    evidence=" ".join(gold.pieces[e - 1].text for e in eids[:3]),
-                    evidence_ref=" > ".join(gold.pieces[eids[0] - 1].path) if eids else "",
+                    **gold.cited(sorted(set(s.evidence_ids))),
                     rationale=(s.justification.strip() + suffix).strip(),
                 )
             )
-        return out, self._call(self.FAITHFUL_ROLE, "sentence", result, len(shown) < len(gold))
+        return out, _call(self.FAITHFUL_ROLE, "sentence", result, shown < len(gold))
 
-    @staticmethod
-    def _suffix(shown: int, total: int, which: str) -> str:
-        return (
-            f" [{which} excerpted to fit the context: {shown} of {total} sentences shown]"
-            if shown < total
-            else ""
-        )
 
-    @staticmethod
-    def _call(role: str, kind: str, result: Any, excerpt: bool) -> dict[str, Any]:
-        return {
-            "role": role,
-            "kind": kind,
-            "attempts": result.attempts,
-            "cached": result.cached,
-            "excerpt": excerpt,
-        }
+def _all_absent(scaffold: Scaffold) -> list[Alignment]:
+    """Every fact, question and attribute judged absent (an empty R': nothing to ask)."""
+    items = (
+        [("fact", f.id) for f in scaffold.facts]
+        + [("question", q.id) for q in scaffold.questions]
+        + [("attribute", a.id) for a in scaffold.attributes()]
+    )
+    return [
+        Alignment(item_id=i, kind=k, ok=False, score=0.0, rationale="the generated report is empty")  # type: ignore[arg-type]
+        for k, i in items
+    ]
+
+
+def _suffix(shown: int, total: int, which: str) -> str:
+    """Added to every rationale of an excerpted request."""
+    return (
+        f" [{which} excerpted to fit the context: {shown} of {total} sentences shown]"
+        if shown < total
+        else ""
+    )
+
+
+def _call(role: str, kind: str, result: Any, excerpt: bool) -> dict[str, Any]:
+    """One request's line of `last_calls`."""
+    return {
+        "role": role,
+        "kind": kind,
+        "attempts": result.attempts,
+        "cached": result.cached,
+        "excerpt": excerpt,
+    }
+
+
+# ======================================================================== the family
+
+_EVIDENCE = {
+    "eps": "recall",
+    "fact_coverage": "recall",
+    "question_coverage": "recall",
+    "fact_faithfulness": "support",
+}
+SCAFFOLDS_SCHEMA = pa.schema(
+    [
+        pa.field("instance_id", pa.string(), nullable=False),
+        pa.field("extractor", pa.string()),
+        pa.field("facts", pa.int64()),
+        pa.field("questions", pa.int64()),
+        pa.field("attributes", pa.int64()),
+        pa.field("scaffold_json", pa.string()),  # schemas.scaffold.Scaffold
+    ]
+)
+
+
+class ScaffoldFamily(MetricFamily):
+    """Semantic scaffold metrics (paper 001): facts, questions and entities of Y, checked in R'."""
+
+    name = "scaffold"
+    metrics = tuple(MetricSpec(m, evidence=_EVIDENCE.get(m, "")) for m in SCAFFOLD_METRICS)
+    reads = frozenset({"gold", "prepared"})
+    prepares = True
+    summary = "semantic scaffold of the gold report (facts, questions, entities) checked in R'"
+
+    def __init__(self, env: JudgeEnv) -> None:
+        super().__init__(env)
+        s = env.settings
+        if env.offline:
+            units = OfflineCoverageJudge(env.embed, env.embedder)
+            self.extractor: Any = OfflineScaffoldExtractor(units)
+            self.judge: Any = OfflineScaffoldJudge(units, max_sentences=s.max_items, seed=s.seed)
+        else:
+            self.extractor = LLMScaffoldExtractor(env.client, env.llm)
+            self.judge = LLMScaffoldJudge(env.client, env.llm, max_sentences=s.max_items, seed=s.seed)
+
+    def prepare(self, gold: str) -> dict[str, Any]:
+        return self.extractor.extract(gold).model_dump(mode="json")
+
+    def score(self, inputs: Inputs) -> list[MetricResult]:
+        if inputs.prepared is None:
+            raise ValueError("the scaffold family needs the instance's scaffold")
+        sc = Scaffold.model_validate(inputs.prepared)
+        return scaffold_metrics(sc, self.judge.judge(sc, inputs.generated))
+
+    def prepared_outputs(
+        self, prepared: Mapping[str, dict[str, Any]]
+    ) -> tuple[dict[str, bytes], dict[str, Any]]:
+        rows = [
+            {
+                "instance_id": iid,
+                "extractor": sc.get("extractor", ""),
+                "facts": len(sc.get("facts", [])),
+                "questions": len(sc.get("questions", [])),
+                "attributes": sum(len(e.get("attributes", [])) for e in sc.get("entities", [])),
+                "scaffold_json": json.dumps(sc, sort_keys=True),
+            }
+            for iid, sc in sorted(prepared.items())
+        ]
+        return {"scaffolds.parquet": parquet_bytes(rows, SCAFFOLDS_SCHEMA)}, {"scaffolds": len(rows)}

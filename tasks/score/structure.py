@@ -1,30 +1,6 @@
-"""Structural similarity of two report structure trees (SPEC §4, paper 000 §4, Algorithm 1).
-
-    CostN(r, s)    = 2 (1 - sim(r, s)) / (d_eff + 1)^gamma,   d_eff = min(depth(r), depth(s)), root depth 0
-    CostT(T1, T2)  = CostN(root1, root2) + CostF(children(root1), children(root2))
-    CostF(F1, F2)  = Size(F2) if F1 is empty; Size(F1) if F2 is empty; else the minimum of
-                     substitution  CostT(First(F1), First(F2)) + CostF(Rest(F1), Rest(F2)),
-                     deletion      1 + CostF(SubT(root of First(F1)) ++ Rest(F1), F2),
-                     insertion     1 + CostF(F1, SubT(root of First(F2)) ++ Rest(F2))
-    similarity     = 1 - CostT(T1, T2) / (Size(T1) + Size(T2))
-
-The literal recursion is exponential in general, but every forest it reaches is a contiguous preorder range
-``[i, e)`` where ``e`` is the end of a subtree enclosing ``i`` (the end of a node with children, or the end
-of the tree): substitution maps ``[i, e)`` to ``[i+1, end(i))`` and ``[end(i), e)``, deletion to
-``[i+1, e)``. :func:`structural_cost` therefore memoises CostF on ``(i, e1, j, e2)``: one table per pair of
-distinct forest ends ``(e1, e2)`` filled bottom-up (rows ``i`` descending, columns ``j`` descending), with
-tables taken in lexicographic ``(e1, e2)`` order so that every CostT lookup (which lives in table
-``(end(i), end(j))`` with ``end(i) <= e1`` and ``end(j) <= e2``) is already available. Work and memory are
-O(n * depth_n * m * depth_m); no recursion, so deep or large trees are fine.
-
-:func:`literal_cost` is a direct (memoised on tuples of nodes) transcription of Algorithm 1 used by the
-tests as the reference.
-
-Trees may be ``schemas.structure.ReportStructure`` / ``StructureOutput`` (a root whose children are the
-top-level sections), ``StructureNode`` or plain dicts with keys type/title/objective/children.
-``node_similarity(r, s)`` receives the original node objects (for a ReportStructure root: the
-ReportStructure itself) and is called at most once per pair of nodes.
-"""
+"""Structural similarity of two report structure trees (SPEC §4, paper 000 §4): Algorithm 1 (semantic tree
+edit distance) computed by a polynomial dynamic programme, the embedding node similarity, and the
+`structure` family. Definitions, the DP and its proof sketch: docs/metrics/structure.md."""
 
 from __future__ import annotations
 
@@ -34,6 +10,10 @@ from functools import cache
 from typing import Any
 
 import numpy as np
+
+from schemas.scoring import MetricResult
+from tasks.score.metric import Inputs, JudgeEnv, MetricFamily, MetricSpec
+from tasks.score.tree import report_tree, tree_size
 
 __all__ = [
     "PROJECTIONS",
@@ -317,3 +297,41 @@ def make_node_similarity(
 
     sim.prepare = prepare  # type: ignore[attr-defined]
     return sim
+
+
+# ---------------------------------------------------------------- the family
+
+
+class StructureFamily(MetricFamily):
+    """Structural similarity of R' to Y: Algorithm 1 over both reports' structure trees."""
+
+    name = "structure"
+    metrics = (MetricSpec("structure", group="frame"),)
+    reads = frozenset({"gold"})
+    summary = "structural similarity of the two reports' section trees (semantic tree edit, Algorithm 1)"
+
+    def __init__(self, env: JudgeEnv) -> None:
+        super().__init__(env)
+        s = env.settings
+        self.similarity = make_node_similarity(
+            env.embed, w=s.type_weight, proj=s.proj, delta=s.delta, n=s.power_n
+        )
+        self.tree_judge = None
+        if s.tree == "llm":
+            from tasks.score.tree_llm import TreeJudge
+
+            self.tree_judge = TreeJudge(env.client, env.llm)
+            self.judge = f"llm-tree:{env.llm.model if env.llm else ''}+{env.embedder}"
+        else:
+            self.judge = f"{s.tree}-tree+{env.embedder}"
+
+    def tree(self, markdown: str) -> dict[str, Any]:
+        if self.tree_judge is not None:
+            return self.tree_judge.tree(markdown)[0]
+        return report_tree(markdown)
+
+    def score(self, inputs: Inputs) -> list[MetricResult]:
+        a, b = self.tree(inputs.gold), self.tree(inputs.generated)
+        value = structural_similarity(a, b, self.similarity, gamma=self.env.settings.gamma)
+        detail = {"gold_nodes": tree_size(a), "generated_nodes": tree_size(b), "proj": self.env.settings.proj}
+        return [MetricResult(metric="structure", value=float(value), judge=self.judge, detail=detail)]

@@ -1,38 +1,26 @@
-"""LLM mode of the structure tree (paper 000 §4.1): a model reads a Markdown report and returns its tree.
-
-Same node shape as the deterministic :func:`tasks.score.tree.report_tree` (``type``, ``title``,
-``objective``, ``children``; root type ``report``), so either feeds
-:func:`tasks.score.structure.structural_similarity`. The reply is validated by :class:`TreeReply`
-(known node types, content elements without children, depth <= 8, <= 2000 nodes); an invalid reply gets
-the client's corrective retries and then fails the step loudly.
-
-Long reports are handled explicitly, never silently cut: when the whole report does not fit the input
-budget (context minus output minus a reserve, o200k tokens), it is split at top-level (``##``) headings
-into consecutive parts that fit, one call per part, and the parts' sections are concatenated under one
-root. A single section larger than the budget is an error naming the section.
-"""
+"""LLM mode of the structure tree (paper 000 §4.1): the `score_structure` role reads a Markdown report and
+returns its tree, in the node shape of `tasks.score.tree.report_tree`. Validation, splitting of long
+reports and limits: docs/metrics/structure.md."""
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
 from schemas.config import LLMSettings
 from tasks.errors import FrameInputError
-from tasks.ground.tokens import count_tokens
 from tasks.llm.client import LLMClient
-from tasks.llm.prompts import load_prompt, render
+from tasks.llm.prompts import render
+from tasks.markdown.document import heading_of
+from tasks.score.llm_judge import LLMJudge
+from tasks.tokens import count_tokens
 
-__all__ = ["PROMPT", "TreeNode", "TreeReply", "llm_report_tree"]
+__all__ = ["PROMPT", "TreeJudge", "TreeNode", "TreeReply", "llm_report_tree"]
 
 PROMPT = "score_structure"
 MAX_DEPTH = 8
 MAX_NODES = 2000
-_RESERVE = 2500
-_H1 = re.compile(r"^#[ \t]+(.+?)\s*#*\s*$", re.M)
-_H2 = re.compile(r"^##[ \t]+\S", re.M)
 
 NodeKind = Literal["section", "subsection", "table", "figure", "list", "text"]
 _LEAVES = {"table", "figure", "list", "text"}
@@ -72,9 +60,29 @@ class TreeReply(BaseModel):
         return self
 
 
+def _title(markdown: str) -> str:
+    """The first H1 of the report (# at column 0, spaces or tabs, some text), even inside a code fence."""
+    for line in markdown.split("\n"):
+        head = heading_of(line, indent="none", space="tabs", text="char")
+        if head is not None and head.level == 1:
+            return head.title.strip()
+    return ""
+
+
+def _section_starts(markdown: str) -> list[int]:
+    """Offsets of the lines that open a top-level (##) section: ## at column 0, blanks, a word."""
+    starts, offset = [], 0
+    for line in markdown.split("\n"):
+        head = heading_of(line, indent="none", space="tabs", text="word", closing=False)
+        if head is not None and head.level == 2:
+            starts.append(offset)
+        offset += len(line) + 1
+    return starts
+
+
 def _parts(markdown: str, budget: int, overhead: int) -> list[str]:
     """The report split at `##` headings into consecutive parts of at most `budget` tokens each."""
-    starts = [m.start() for m in _H2.finditer(markdown)]
+    starts = _section_starts(markdown)
     pieces = [markdown[a:b] for a, b in zip([0, *starts], [*starts, len(markdown)], strict=True) if b > a]
     parts: list[str] = []
     cur = ""
@@ -103,32 +111,42 @@ def _as_dict(node: TreeNode) -> dict[str, Any]:
     }
 
 
+class TreeJudge(LLMJudge):
+    """The `score_structure` role: one call per part of the report, the parts' sections under one root."""
+
+    ROLES = (PROMPT,)
+    RESERVE = 2500
+
+    def tree(self, markdown: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(tree, metadata): the report's structure tree plus provenance (prompt, parts, calls, model)."""
+        budget = self.input_budget()
+        overhead = self.overhead(PROMPT, report="", part_note=" (part 1 of 1)")
+        parts = (
+            _parts(markdown, budget, overhead) if count_tokens(markdown) + overhead > budget else [markdown]
+        )
+        root: dict[str, Any] = {"type": "report", "title": _title(markdown), "objective": ""}
+        children: list[dict[str, Any]] = []
+        meta: dict[str, Any] = {"prompt": PROMPT, "prompt_sha256": self.prompts[PROMPT].sha256}
+        meta["parts"] = len(parts)
+        meta["calls"] = []
+        for i, part in enumerate(parts, 1):
+            note = ""
+            if len(parts) > 1:
+                note = f" (part {i} of {len(parts)}; the report was split at top-level headings)"
+            messages = render(self.prompts[PROMPT], report=part.strip(), part_note=note)
+            result = self.ask_messages(PROMPT, messages, TreeReply)
+            if i == 1 and result.value.title and not root["title"]:
+                root["title"] = result.value.title
+            children.extend(_as_dict(c) for c in result.value.children)
+            meta["model"] = result.model
+            meta["calls"].append({"request_hash": result.request_hash, "cached": result.cached})
+        root["objective"] = root["title"]
+        root["children"] = children
+        return root, meta
+
+
 def llm_report_tree(
     markdown: str, settings: LLMSettings, cache_dir: Any, *, client: LLMClient | None = None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(tree, metadata): the report's structure tree by the `score_structure` role, plus provenance."""
-    prompt = load_prompt(PROMPT)
-    client = client or LLMClient(settings, cache_dir)
-    reserve = min(_RESERVE, settings.context_tokens // 10)
-    budget = settings.context_tokens - settings.max_output_tokens - reserve
-    overhead = sum(count_tokens(m["content"]) for m in render(prompt, report="", part_note=" (part 1 of 1)"))
-    parts = _parts(markdown, budget, overhead) if count_tokens(markdown) + overhead > budget else [markdown]
-    h1 = _H1.search(markdown)
-    root: dict[str, Any] = {"type": "report", "title": h1.group(1).strip() if h1 else "", "objective": ""}
-    children: list[dict[str, Any]] = []
-    meta: dict[str, Any] = {"prompt": PROMPT, "prompt_sha256": prompt.sha256, "parts": len(parts)}
-    meta["calls"] = []
-    for i, part in enumerate(parts, 1):
-        note = ""
-        if len(parts) > 1:
-            note = f" (part {i} of {len(parts)}; the report was split at top-level headings)"
-        messages = render(prompt, report=part.strip(), part_note=note)
-        result = client.complete_json(PROMPT, messages, TreeReply, None)
-        if i == 1 and result.value.title and not root["title"]:
-            root["title"] = result.value.title
-        children.extend(_as_dict(c) for c in result.value.children)
-        meta["model"] = result.model
-        meta["calls"].append({"request_hash": result.request_hash, "cached": result.cached})
-    root["objective"] = root["title"]
-    root["children"] = children
-    return root, meta
+    """(tree, metadata) of `TreeJudge.tree`, with a client made from `settings` when none is given."""
+    return TreeJudge(client or LLMClient(settings, cache_dir), settings).tree(markdown)

@@ -4,7 +4,7 @@ Grounding sets are usually larger than one prompt should carry, so filling is ex
 per-element retrieval within a token budget (`budget_tokens`); passages are never cut mid-way and
 the budget used is recorded per element. Placeholders are filled in outline order; an extractive
 backend (`backend.extractive`, the offline one) also gets the set of sentences already placed, so a
-sentence is never repeated in a later section (for paper sets; see tasks/llm/offline/fill.py).
+sentence is never repeated in a later section (for paper sets; see tasks/synthesize/offline/fill.py).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 
 from schemas.structure import LEAVES, ReportStructure, StructureNode
+from tasks.markdown.document import is_heading
 
 PLACEHOLDER = re.compile(r'<!-- FILL id="(?P<id>[^"]+)" type="(?P<type>[a-z]+)"\n(?P<body>.*?)\n-->', re.S)
 
@@ -92,4 +93,9 @@ def fill_placeholders(outline: str, contents: dict[str, str]) -> str:
 def headings(markdown: str) -> list[str]:
     """The heading lines of a Markdown text (outside placeholder blocks), in order."""
     text = PLACEHOLDER.sub("", markdown)
-    return [ln.rstrip() for ln in text.splitlines() if re.match(r"^#{1,6} ", ln)]
+    return [ln.rstrip() for ln in text.splitlines() if is_skeleton_heading(ln)]
+
+
+def is_skeleton_heading(line: str) -> bool:
+    """A heading line of the skeleton: '#'s at column 0 followed by one space (as render_outline writes)."""
+    return is_heading(line, indent="none", space="one")

@@ -44,8 +44,10 @@ from typing import Literal
 
 from schemas.structure import ReportStructure, StructureNode
 from tasks.ground.load import GroundingSet
-from tasks.ground.tokens import count_tokens_many
 from tasks.llm.backend import Passage
+from tasks.markdown.document import heading_of, parse
+from tasks.markdown.text import split_sentences, terms
+from tasks.tokens import count_tokens_many
 
 __all__ = [
     "Block",
@@ -69,27 +71,11 @@ CONTEXT_WEIGHT = 3
 
 BlockKind = Literal["heading", "text", "table", "figure", "list"]
 
-_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
-_LIST_ITEM = re.compile(r"^\s{0,3}(?:[-*+]|\d{1,3}[.)])\s+\S")
-_TABLE_LINE = re.compile(r"^\s*\|")
-_SEP_ROW = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
-_FIGURE = re.compile(r"^!\[")
 _CAPTION_AFTER_TABLE = re.compile(r"^(?:Table|TABLE|Tab\.)\s*[A-Z]?\d+[.:]")
 _CAPTION_AFTER_FIGURE = re.compile(r"^(?:Figure|FIGURE|Fig\.)\s*[A-Z]?\d+[.:]")
 _FOOTNOTE = re.compile(r"^(?:\(\d{1,2}\)|\([a-z]\)|\*{1,3}|†|‡|\[\d{1,2}\])\s*\S")
 _UNITS = re.compile(
     r"\b(?:in|dollars in|amounts in|shares in)\s+(?:millions|thousands|billions)\b|\(in [a-z]+", re.IGNORECASE
-)
-_WORD = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)*")
-
-STOPWORDS = frozenset(
-    """a about above after again all also am an and any are as at be because been before being below
-    between both but by can could did do does doing during each few for from further had has have having
-    he her here hers how i if in into is it its itself just me more most my no nor not now of off on once
-    only or other our ours out over own same she should so some such than that the their theirs them then
-    there these they this those through to too under until up very was we were what when where which
-    while who whom why will with would you your yours per via s t
-    """.split()
 )
 
 
@@ -103,112 +89,26 @@ class Block:
     level: int = 0  # heading level for kind == "heading"
     code: bool = False  # fenced code or a display equation (never quoted as a sentence)
 
+    @property
+    def pseudo(self) -> bool:
+        """A pseudo-heading: a short title-like line read as a heading (it has no '#' marks)."""
+        return self.kind == "heading" and heading_of(self.text, indent="none") is None
 
-# ---------------------------------------------------------------- tokens and sentences
-
-
-def terms(text: str) -> list[str]:
-    """Index/query terms: lower-case words and numbers, stop words dropped, plural 's' stripped."""
-    out = []
-    for w in _WORD.findall(text.lower()):
-        if w in STOPWORDS:
-            continue
-        if len(w) > 3 and w.endswith("s") and not w.endswith("ss") and not w[0].isdigit():
-            w = w[:-1]
-        out.append(w)
-    return out
+    @property
+    def title(self) -> str:
+        """A heading's text: what follows the #'s (closing #'s kept, as its readers always took it), or
+        the pseudo-heading's line."""
+        h = heading_of(self.text, indent="none", closing=False)
+        return h.title.rstrip() if h else self.text.strip()
 
 
-_SENT_END = re.compile(r"(?<=[.!?])(?P<close>[\"”’)\]]*)\s+(?=[\"“‘(\[$]?[A-Z0-9])")
-_ABBREV = re.compile(
-    r"(?:\b(?:e\.g|i\.e|et al|etc|vs|cf|approx|Fig|Figs|Eq|Eqs|Sec|Secs|Ref|Refs|Tab|No|Nos|Inc|Co|Corp|Ltd|"
-    r"Dr|Mr|Ms|Mrs|St|Jr|Sr|resp|viz|ca|al|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)\.|"
-    r"\b[A-Z]\.|\b(?:[A-Za-z]\.){2,})$"
-)
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences of a paragraph, each a verbatim stripped substring (abbreviations, initials and decimals
-    do not end a sentence; nothing is split inside `$...$` math)."""
-    text = text.strip()
-    if not text:
-        return []
-    cuts = []
-    for m in _SENT_END.finditer(text):
-        head = text[: m.start()].rstrip('"”’)]')
-        if _ABBREV.search(head):
-            continue
-        if text.count("$", 0, m.start()) % 2:  # inside inline math
-            continue
-        cuts.append((m.end("close"), m.end()))
-    out, start = [], 0
-    for a, b in cuts:
-        seg = text[start:a].strip()
-        if seg:
-            out.append(seg)
-        start = b
-    last = text[start:].strip()
-    if last:
-        out.append(last)
-    return out
-
-
-# ---------------------------------------------------------------- Markdown -> blocks
+_RAW_KIND = {"paragraph": "text", "math": "code"}
 
 
 def _raw_blocks(markdown: str) -> list[tuple[str, str]]:
-    """(kind, text) blocks in order; kinds: heading, table, figure, list, code, text."""
-    lines = markdown.splitlines()
-    out: list[tuple[str, str]] = []
-    i, n = 0, len(lines)
-    while i < n:
-        line = lines[i]
-        s = line.strip()
-        if not s:
-            i += 1
-            continue
-        if s.startswith("```"):
-            j = i + 1
-            while j < n and not lines[j].strip().startswith("```"):
-                j += 1
-            out.append(("code", "\n".join(lines[i : min(j + 1, n)])))
-            i = j + 1
-            continue
-        if s.startswith("$$") and "$$" not in s[2:]:  # a display equation over several lines
-            j = i + 1
-            while j < n and "$$" not in lines[j]:
-                j += 1
-            out.append(("code", "\n".join(lines[i : min(j + 1, n)])))
-            i = j + 1
-            continue
-        if _HEADING.match(line):
-            out.append(("heading", line))
-            i += 1
-            continue
-        if _TABLE_LINE.match(line):
-            j = i
-            while j < n and _TABLE_LINE.match(lines[j]):
-                j += 1
-            kind = "table" if j - i >= 2 and _SEP_ROW.match(lines[i + 1]) else "text"
-            out.append((kind, "\n".join(lines[i:j])))
-            i = j
-            continue
-        if _FIGURE.match(s):
-            out.append(("figure", line))
-            i += 1
-            continue
-        j = i
-        while j < n and lines[j].strip() and not _HEADING.match(lines[j]) and not _TABLE_LINE.match(lines[j]):
-            if j > i and (_FIGURE.match(lines[j].strip()) or lines[j].strip().startswith("```")):
-                break
-            j += 1
-        text = "\n".join(lines[i:j])
-        if s.startswith("$$"):
-            out.append(("code", text))
-        else:
-            out.append(("list" if _LIST_ITEM.match(line) else "text", text))
-        i = j
-    return out
+    """(kind, text) blocks in order (the "passages" reading of tasks.markdown); kinds: heading, table,
+    figure, list, code (fenced code and $$ equations), text."""
+    return [(_RAW_KIND.get(b.kind, b.kind), b.text) for b in parse(markdown, reading="passages").blocks]
 
 
 def _is_pseudo_heading(text: str) -> bool:
@@ -280,9 +180,9 @@ def parse_blocks(markdown: str) -> list[Block]:
     pseudo: str | None = None
     for idx, (kind, text) in enumerate(merged):
         if kind == "heading":
-            m = _HEADING.match(text)
-            assert m is not None
-            level, title = len(m.group(1)), m.group(2).strip()
+            h = heading_of(text, indent="none")
+            assert h is not None
+            level, title = h
             stack = [(lv, t) for lv, t in stack if lv < level] + [(level, title)]
             pseudo = None
             blocks.append(Block("heading", text, tuple(t for _, t in stack[:-1]), level))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tasks.ground.load import GroundingSet
-from tasks.synthesize.outline import headings
+from tasks.synthesize.outline import headings, is_skeleton_heading
 
 # A displayed number: digits with thousands separators and decimals; signs and units are context.
 NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d])|(?<![\w.,])\d+(?:\.\d+)?(?![\d,]\d)")
@@ -87,7 +87,7 @@ class NumberEvidence:
 def validate_gold(gold: str, outline: str, contents: dict[str, str], gset: GroundingSet) -> GoldValidation:
     left = gold.count("<!-- FILL")
     skeleton_equal = headings(gold) == headings(outline) and not any(
-        re.search(r"^#{1,6} ", c, re.M) for c in contents.values()
+        is_skeleton_heading(ln) for c in contents.values() for ln in c.split("\n")
     )
     evidence = NumberEvidence(gset)
     total = supported = 0

@@ -33,10 +33,11 @@ from tasks.ground.tables import (
     collapse_ws,
     expand_spans,
     grid_to_markdown,
-    markdown_tables,
 )
-from tasks.score.coverage import _md_blocks, markdown_pieces
-from tasks.score.tables import parse_table, teds_pair
+from tasks.markdown.pieces import markdown_pieces
+from tasks.markdown.pieces import md_blocks as _md_blocks
+from tasks.markdown.tables import markdown_tables
+from tasks.markdown.teds import parse_table, teds_pair
 from tasks.score.tree import report_tree, table_grids, tree_size
 from tests.conftest import CORPUS
 

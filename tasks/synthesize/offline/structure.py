@@ -56,7 +56,9 @@ from schemas.documents import GroundingDocument
 from schemas.structure import CONTAINERS, LEAVES, Provenance, ReportStructure, StructureNode
 from tasks.ground.load import GroundingSet
 from tasks.llm.backend import StepContext
-from tasks.synthesize.retrieve import Block, parse_blocks, split_sentences
+from tasks.markdown.document import is_table_row
+from tasks.markdown.text import split_sentences
+from tasks.synthesize.retrieve import Block, parse_blocks
 
 ALGORITHM_VERSION = "v1"
 MDNA_SUBSECTIONS = 6
@@ -113,23 +115,15 @@ def doc_parts(markdown: str, level: int = 2) -> list[Part]:
     """Split a document at its headings of `level` (deeper headings stay inside a part)."""
     parts = [Part(None)]
     for b in parse_blocks(markdown):
-        if b.kind == "heading" and b.level == level and b.text.lstrip().startswith("#"):
-            parts.append(Part(_heading_title(b.text)))
+        if b.kind == "heading" and b.level == level and not b.pseudo:
+            parts.append(Part(b.title))
         elif b.kind != "heading":
             parts[-1].blocks.append(b)
     return parts
 
 
-def _heading_title(line: str) -> str:
-    return line.strip().lstrip("#").strip()
-
-
 def headings_of(markdown: str) -> list[str]:
-    return [
-        _heading_title(b.text) if b.text.lstrip().startswith("#") else b.text.strip()
-        for b in parse_blocks(markdown)
-        if b.kind == "heading"
-    ]
+    return [b.title for b in parse_blocks(markdown) if b.kind == "heading"]
 
 
 def norm(text: str) -> str:
@@ -172,7 +166,7 @@ def lead_sentence(blocks: list[Block], max_words: int = LEAD_MAX_WORDS) -> str:
 def units_line(table: Block) -> str:
     """The caption/units line attached before a table passage, without parentheses."""
     first = table.text.split("\n", 1)[0].strip()
-    if first.startswith("|"):
+    if is_table_row(first):
         return ""
     return first.strip("()").rstrip(":").strip()
 
@@ -181,7 +175,7 @@ def numeric_cells(text: str) -> int:
     return sum(
         1
         for line in text.splitlines()
-        if line.lstrip().startswith("|")
+        if is_table_row(line)
         for cell in line.split("|")
         if _NUMBER.search(cell)
     )

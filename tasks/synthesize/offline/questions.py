@@ -41,9 +41,10 @@ from itertools import zip_longest
 
 from schemas.structure import CONTAINERS, LEAVES, ReportStructure, StructureNode
 from tasks.ground.load import GroundingSet
-from tasks.ground.tables import markdown_tables
 from tasks.llm.backend import StepContext
-from tasks.llm.offline.structure import (
+from tasks.markdown.tables import markdown_tables
+from tasks.markdown.text import split_sentences, terms
+from tasks.synthesize.offline.structure import (
     caption,
     paper_parts,
     provenance,
@@ -51,7 +52,7 @@ from tasks.llm.offline.structure import (
     short_title,
     titles_match,
 )
-from tasks.synthesize.retrieve import Block, parse_blocks, split_sentences, terms
+from tasks.synthesize.retrieve import Block, parse_blocks
 
 SECTION_MIN, SECTION_MAX = 5, 8
 SUBSECTION_MAX = 3
@@ -205,7 +206,7 @@ def prose_questions(blocks: list[Block], skip_headings: tuple[str, ...] = ()) ->
     heads: list[Candidate] = []
     for b in blocks:
         if b.kind == "heading":
-            h = b.text.strip().lstrip("#").strip()
+            h = b.title
             if (
                 1 <= len(h.split()) <= 8
                 and not _NOT_A_TOPIC.search(h)
@@ -266,7 +267,7 @@ def filing_leaf_candidates(
             if h.kind == "heading" and nxt.kind == "list"
         ]
         qs = [
-            Candidate(f"Which risks does the filing list under {h.text.strip().lstrip('#').strip()}?", h.text)
+            Candidate(f"Which risks does the filing list under {h.title}?", h.text)
             for h in heads
         ]
         return qs + prose_questions([b for b in blocks if b.kind != "heading"])

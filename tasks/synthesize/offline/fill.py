@@ -26,7 +26,7 @@ reports this produces are *extractive baselines*; real builds use an LLM endpoin
 
 **Papers** (`ctx.source_kind == "arxiv"`): a sentence must make sense outside its paper. Inline
 footnotes are cut out of paragraphs, and every sentence goes through
-`tasks.llm.offline.clean.clean_sentence` (citation keys and reference parentheticals removed; a
+`tasks.synthesize.offline.clean.clean_sentence` (citation keys and reference parentheticals removed; a
 sentence with a bare key, a cross-reference such as "in Section 4" / "Table 2 shows" / "as shown
 above", a trailing ':' or a licence line is not used); captions and intro/footnote paragraphs of
 table and figure passages keep their label and their clean sentences (`clean_caption`). And no sentence
@@ -45,10 +45,12 @@ from __future__ import annotations
 import re
 
 from schemas.structure import ReportStructure, StructureNode
-from tasks.ground.tokens import count_tokens
 from tasks.llm.backend import Passage, StepContext
-from tasks.llm.offline.clean import clean_caption, clean_sentence, strip_footnotes
-from tasks.synthesize.retrieve import node_query, node_sources, split_sentences, terms
+from tasks.markdown.document import heading_of, is_figure, is_table_row
+from tasks.markdown.text import split_sentences, terms
+from tasks.synthesize.offline.clean import clean_caption, clean_sentence, strip_footnotes
+from tasks.synthesize.retrieve import node_query, node_sources
+from tasks.tokens import count_tokens
 
 NO_EVIDENCE = "No information on this topic is available in the grounding documents for this period."
 TEXT_BUDGET = 220
@@ -60,7 +62,6 @@ MIN_RELATIVE_SCORE = 0.3
 MIN_RELATIVE_PASSAGE = 0.6
 _SKIP = Passage("", "", "heading", 0.0, 0)
 
-_HEADING_LINE = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 _ITEM = re.compile(r"^\s{0,3}(?:[-*+]|\d{1,3}[.)])\s+")
 _BOILERPLATE = re.compile(r"forward-looking statements?|incorporated (?:herein )?by reference", re.IGNORECASE)
 # (strong cue, weak cue) pairs: a strong cue scores 3, a weak one 1
@@ -300,7 +301,7 @@ def _clean_block(text: str) -> str:
     out = []
     for para in re.split(r"\n\s*\n", text):
         s = para.strip()
-        if s.startswith("|") or s.startswith("!["):
+        if is_table_row(s) or is_figure(s):
             out.append(para)
         elif c := clean_caption(s):
             out.append(c)
@@ -311,9 +312,9 @@ def sanitize(markdown: str) -> str:
     """Demote heading lines to bold, defuse '<!-- FILL', strip trailing spaces."""
     lines = []
     for line in markdown.replace("<!-- FILL", "&lt;!-- FILL").splitlines():
-        m = _HEADING_LINE.match(line)
-        if m:
-            line = f"**{m.group(2)}**" if m.group(2) else ""
+        h = heading_of(line, indent="blank")
+        if h:
+            line = f"**{h.title}**" if h.title else ""
         lines.append(line.rstrip())
     return "\n".join(lines).strip()
 

@@ -5,9 +5,9 @@ Every structure it returns carries `Provenance(backend="offline", model="frame-o
 Gold reports built with it are **extractive baselines** (sentences, tables and figure lines copied
 from the grounding documents); real benchmark builds use an LLM endpoint (`backend = "openai"`).
 
-- `structure` role (form-free and form-restricted): `tasks/llm/offline/structure.py`
-- `questions` role: `tasks/llm/offline/questions.py`
-- `fill` role: `tasks/llm/offline/fill.py` (passages come from `tasks/synthesize/retrieve.py`)
+- `structure` role (form-free and form-restricted): `tasks/synthesize/offline/structure.py`
+- `questions` role: `tasks/synthesize/offline/questions.py`
+- `fill` role: `tasks/synthesize/offline/fill.py` (passages come from `tasks/synthesize/retrieve.py`)
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from typing import Literal
 from schemas.structure import ReportStructure, StructureNode
 from tasks.ground.load import GroundingSet
 from tasks.llm.backend import Passage, StepContext
-from tasks.llm.offline.fill import NO_EVIDENCE
-from tasks.llm.offline.fill import fill as _fill
-from tasks.llm.offline.questions import add_questions as _add_questions
-from tasks.llm.offline.structure import ALGORITHM_VERSION
-from tasks.llm.offline.structure import adapt_structure as _adapt_structure
-from tasks.llm.offline.structure import propose_structure as _propose_structure
+from tasks.synthesize.offline.fill import NO_EVIDENCE
+from tasks.synthesize.offline.fill import fill as _fill
+from tasks.synthesize.offline.questions import add_questions as _add_questions
+from tasks.synthesize.offline.structure import ALGORITHM_VERSION
+from tasks.synthesize.offline.structure import adapt_structure as _adapt_structure
+from tasks.synthesize.offline.structure import propose_structure as _propose_structure
 
 __all__ = ["ALGORITHM_VERSION", "NO_EVIDENCE", "OfflineBackend"]
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 
-from tasks.synthesize.retrieve import split_sentences
+from tasks.markdown.text import split_sentences
 
 __all__ = ["clean_caption", "clean_sentence", "cross_reference", "has_citation_key", "strip_footnotes"]
 

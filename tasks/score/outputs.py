@@ -1,0 +1,181 @@
+"""What a `frame score` run writes: score and evidence tables, leaderboard, plots, family files, manifest.
+
+Every file is written atomically into the output folder (data/scores/<release name>/<version>/ by
+default: a release is immutable, so scores live beside it, never inside it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from schemas.scoring import EVIDENCE_SCHEMA, SCORES_SCHEMA, MetricResult, ScoreSettings
+from tasks.atomic import atomic_write_bytes, atomic_write_text
+from tasks.score.metric import parquet_bytes
+from tasks.tokens import count_tokens
+
+__all__ = ["ScoreRun", "instance_features", "release_id", "scores_folder", "write_outputs"]
+
+ROOT = Path(__file__).resolve().parents[2]
+PLOT_CODE = ("tasks/score/plots.py", "tasks/score/leaderboard.py")
+
+
+@dataclass
+class ScoreRun:
+    """What one scoring run produced and with which settings (everything the outputs are made of)."""
+
+    release: Path
+    instances: pd.DataFrame
+    results: list[tuple[dict, str, MetricResult]]  # (instance row, system, result)
+    systems: list[str]
+    selection: list[str]
+    settings: ScoreSettings
+    generations_sha256: dict[str, str]
+    scoring_code: dict[str, str]  # family -> code digest
+    llm: dict[str, Any]
+    files: dict[str, bytes] = field(default_factory=dict)  # extra files of the families
+    extra: dict[str, Any] = field(default_factory=dict)  # their manifest entries
+
+
+def scores_folder(release: Path) -> Path:
+    """data/releases/<name>/<version> -> data/scores/<name>/<version>."""
+    release = release.resolve()
+    return release.parents[2] / "scores" / release.parent.name / release.name
+
+
+def score_rows(results: list[tuple[dict, str, MetricResult]]) -> tuple[list[dict], list[dict]]:
+    """(scores rows, evidence rows) in (instance, system, metric) order."""
+    scores, evidence = [], []
+    for inst, system, r in sorted(results, key=lambda x: (x[0]["instance_id"], x[1], x[2].metric)):
+        iid = inst["instance_id"]
+        scores.append(
+            {
+                "instance_id": iid,
+                "category": inst["category"],
+                "system": system,
+                "metric": r.metric,
+                "value": r.value,
+                "judge": r.judge,
+                "population": r.population,
+                "sampled": len(r.items),
+                "detail_json": json.dumps(r.detail, sort_keys=True, default=str),
+            }
+        )
+        for it in r.items:
+            evidence.append(
+                {
+                    "item_id": f"{iid}|{system}|{r.metric}|{it.index}",
+                    "instance_id": iid,
+                    "system": system,
+                    "metric": r.metric,
+                    **it.model_dump(exclude={"index"}),
+                    "index": it.index,
+                    "judge": r.judge,
+                }
+            )
+    return scores, evidence
+
+
+def write_outputs(out: Path, run: ScoreRun) -> None:
+    from tasks.score.leaderboard import leaderboard, leaderboard_csv, leaderboard_markdown
+
+    rows, evidence = score_rows(run.results)
+    atomic_write_bytes(out / "scores.parquet", parquet_bytes(rows, SCORES_SCHEMA))
+    atomic_write_bytes(out / "evidence.parquet", parquet_bytes(evidence, EVIDENCE_SCHEMA))
+    scores = pd.DataFrame(rows)
+    board = leaderboard(scores, seed=run.settings.seed, n_resamples=run.settings.bootstrap)
+    atomic_write_text(out / "leaderboard.md", leaderboard_markdown(board))
+    atomic_write_text(out / "leaderboard.csv", leaderboard_csv(board))
+    for name, data in run.files.items():
+        atomic_write_bytes(out / name, data)
+    plots = _plots(scores, instance_features(run.release, run.instances), out / "plots")
+    manifest = {
+        "release": release_id(run.release),
+        "release_manifest_sha256": _file_sha(run.release / "manifest.json"),
+        "systems": run.systems,
+        "metrics": run.selection,
+        "generations_sha256": run.generations_sha256,
+        "settings": run.settings.model_dump(mode="json"),
+        "judges": sorted({r["judge"] for r in rows}),
+        "llm": run.llm,
+        "scoring_code": run.scoring_code,
+        "rows": {"scores": len(rows), "evidence": len(evidence)},
+        "plots": [p.name for p in plots],
+        **run.extra,
+    }
+    buf = io.StringIO()
+    json.dump(manifest, buf, indent=2, sort_keys=True)
+    atomic_write_text(out / "manifest.json", buf.getvalue() + "\n")
+
+
+def instance_features(release: Path, instances: pd.DataFrame) -> pd.DataFrame:
+    """Per instance: gold length (o200k tokens), grounding length (tokens of G), gold table count."""
+    from tasks.instances import report_shape
+
+    docs = pd.read_parquet(release / "grounding_documents.parquet", columns=["grounding_set_id", "tokens"])
+    g_tokens = docs.groupby("grounding_set_id")["tokens"].sum()
+    rows = []
+    for inst in instances.to_dict("records"):
+        y = str(inst["target_markdown"])
+        rows.append(
+            {
+                "instance_id": inst["instance_id"],
+                "category": inst["category"],
+                "gold_tokens": count_tokens(y),
+                "grounding_tokens": int(g_tokens.get(inst["grounding_set_id"], 0)),
+                "gold_tables": int(report_shape(y)["tables"]),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _plots(scores: pd.DataFrame, features: pd.DataFrame, folder: Path) -> list[Path]:
+    """The bucket plots, redrawn only when their inputs or the plotting code changed (a rerun with
+    nothing new reuses them: drawing ~20 figures is the slowest part of writing the outputs)."""
+    from tasks.score.plots import plot_metric_vs_buckets
+
+    h = hashlib.sha256()
+    for rel in PLOT_CODE:
+        h.update(rel.encode())
+        h.update((ROOT / rel).read_bytes())
+    h.update(scores.sort_values(["instance_id", "system", "metric"]).to_csv(index=False).encode())
+    h.update(features.sort_values("instance_id").to_csv(index=False).encode())
+    stamp = folder / ".inputs.json"
+    try:
+        seen = json.loads(stamp.read_text(encoding="utf-8"))
+        if seen["sha256"] == h.hexdigest() and all((folder / n).is_file() for n in seen["files"]):
+            return [folder / n for n in seen["files"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    plots = plot_metric_vs_buckets(scores, features, folder)
+    atomic_write_text(stamp, json.dumps({"sha256": h.hexdigest(), "files": [p.name for p in plots]}) + "\n")
+    return plots
+
+
+def release_id(release: Path) -> str:
+    """The release scored, named portably: `<name>/<version>` (never its folder on this machine)."""
+    try:
+        m = json.loads((release / "manifest.json").read_text(encoding="utf-8"))
+        return f"{m['name']}/{m['version']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"{release.parent.name}/{release.name}"
+
+
+def _file_sha(path: Path) -> str | None:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+
+def merge_family_files(parts: list[tuple[Mapping[str, bytes], Mapping[str, Any]]]) -> tuple[dict, dict]:
+    files: dict[str, bytes] = {}
+    extra: dict[str, Any] = {}
+    for f, e in parts:
+        files.update(f)
+        extra.update(e)
+    return files, extra

@@ -1,0 +1,67 @@
+"""The shape of the scoring code is a contract (issue 13): small functions in flows/ and tasks/score/, a
+thin score flow that names no metric family, and Markdown headings recognised in one place only."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_FUNCTION_LINES = 80
+
+
+def _functions(folder: str):
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                yield path.relative_to(ROOT), node
+
+
+def test_no_function_over_80_lines_in_flows_and_scoring():
+    long = [
+        f"{path}:{fn.lineno} {fn.name} ({fn.end_lineno - fn.lineno + 1} lines)"
+        for folder in ("flows", "tasks/score")
+        for path, fn in _functions(folder)
+        if fn.end_lineno - fn.lineno + 1 > MAX_FUNCTION_LINES
+    ]
+    assert not long, "split these functions:\n" + "\n".join(long)
+
+
+def test_score_flow_is_thin_and_names_no_family():
+    from tasks.score import registry
+
+    source = (ROOT / "flows" / "score.py").read_text(encoding="utf-8")
+    assert len(source.splitlines()) < 350
+    names = set(registry.families()) | set(registry.comparisons()) | set(registry.specs())
+    tree = ast.parse(source)
+    docstrings = {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Module | ast.FunctionDef | ast.ClassDef)
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+        and isinstance(n.body[0].value, ast.Constant)
+    }
+    literals = {
+        n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+        and id(n) not in docstrings
+    }
+    assert not literals & names, f"flows/score.py names families/metrics: {sorted(literals & names)}"
+
+
+# A heading regex: `#{1,6}`, `#+` followed by a space class, or a line tested with startswith("#").
+_HEADING_SYNTAX = re.compile(r"""#\{1,6\}|#\+\\s|#\+ |startswith\(\s*["']#""")
+
+
+def test_markdown_headings_are_parsed_in_one_place():
+    offenders = []
+    for folder in ("tasks", "flows", "schemas"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            rel = path.relative_to(ROOT)
+            if rel.parts[:2] == ("tasks", "markdown"):
+                continue
+            for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if _HEADING_SYNTAX.search(line):
+                    offenders.append(f"{rel}:{i}: {line.strip()[:90]}")
+    assert not offenders, "use tasks.markdown instead of a heading regex:\n" + "\n".join(offenders)
