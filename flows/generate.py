@@ -29,6 +29,9 @@ GENERATION_CODE = (
     "tasks/generate/*.py",
     "tasks/synthesize/retrieve.py",
     "tasks/llm/*.py",
+    "tasks/markdown/*.py",  # the generators read S and G through the Markdown model
+    "tasks/ground/load.py",
+    "tasks/tokens.py",
     "prompts/generate_*.md",
 )
 GENERATIONS_SCHEMA = pa.schema(
