@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -30,17 +30,9 @@ __all__ = [
     "JudgeEnv",
     "MetricFamily",
     "MetricSpec",
-    "Read",
     "llm_identity",
     "parquet_bytes",
 ]
-
-# What a family may read of one (instance, system): the generated report R' always; the gold report Y,
-# the sample report S, the grounding set G, the instance context (category, domain, target period), and
-# the family's own per-instance preparation (made once from Y, reused by every system).
-Read = Literal["gold", "sample", "grounding", "context", "prepared"]
-READS: tuple[str, ...] = ("gold", "sample", "grounding", "context", "prepared")
-
 
 @dataclass(frozen=True)
 class MetricSpec:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -170,12 +169,3 @@ def release_id(release: Path) -> str:
 
 def _file_sha(path: Path) -> str | None:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
-
-
-def merge_family_files(parts: list[tuple[Mapping[str, bytes], Mapping[str, Any]]]) -> tuple[dict, dict]:
-    files: dict[str, bytes] = {}
-    extra: dict[str, Any] = {}
-    for f, e in parts:
-        files.update(f)
-        extra.update(e)
-    return files, extra

@@ -204,15 +204,6 @@ def plan(metrics: list[str] | None, contenders: int) -> tuple[list[str], list[st
     return selection, chosen, compared
 
 
-def help_text() -> str:
-    """One line per family for `frame score --help`."""
-    parts = []
-    for name, f in families().items():
-        names = f.metric_names()
-        parts.append(name if names == (name,) else f"{name} ({', '.join(names)})")
-    return ", ".join([*parts, *comparisons()])
-
-
 def build(name: str, env: JudgeEnv):
     """The family `name` with its judges for `env`, made once per process and env."""
     key = (name, env.key())
