@@ -122,6 +122,21 @@ def test_minilm_batches_match_single(minilm):
     np.testing.assert_allclose(batched[3], single[0], atol=1e-5)
 
 
+def test_minilm_vector_does_not_depend_on_its_batch(minilm):
+    # scores must not move when a run embeds a text next to different texts (e.g. another set of
+    # families): texts are batched by token length, so no pad positions enter the forward pass
+    texts = [
+        "Net revenue rose 12% to $4.1 billion, driven by data-centre demand.",
+        "Short one.",
+        "The transformer encoder attends over all tokens of the input sequence at once, layer by layer.",
+        "Cash and cash equivalents",
+    ]
+    alone = [minilm.embed([t])[0] for t in texts]
+    together = LocalMiniLM(batch_size=3).embed(texts + ["filler text " * k for k in range(1, 9)])
+    for i, vec in enumerate(alone):
+        assert np.array_equal(together[i], vec), texts[i]
+
+
 class CountingWrapper:
     def __init__(self, inner) -> None:
         self.inner = inner

@@ -32,6 +32,7 @@ __all__ = [
     "OpenAIEmbedder",
     "make_embed_fn",
     "normalise_rows",
+    "same_length_groups",
 ]
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,8 @@ def normalise_rows(arr: Any) -> np.ndarray:
 
 _MODEL: Any = None
 _MODEL_LOCK = threading.Lock()
+_ENCODE_LOCK = threading.Lock()
+_MIN_TOKENS = 32  # rows x tokens of one forward pass; below ~12 this CPU's BLAS rounds differently
 
 
 def _minilm() -> Any:
@@ -85,6 +88,15 @@ def _minilm() -> Any:
     return _MODEL
 
 
+def same_length_groups(tokenizer: Any, texts: Sequence[str], max_tokens: int) -> list[tuple[int, list[int]]]:
+    """(token count, indices of `texts` with that count after truncation to `max_tokens`), longest first."""
+    ids = tokenizer(list(texts), truncation=True, max_length=max_tokens)["input_ids"]
+    groups: dict[int, list[int]] = {}
+    for i, row in enumerate(ids):
+        groups.setdefault(len(row), []).append(i)
+    return [(n, groups[n]) for n in sorted(groups, reverse=True)]
+
+
 class LocalMiniLM:
     """all-MiniLM-L6-v2 on CPU (384 dims); the model is loaded lazily, once per process."""
 
@@ -98,15 +110,27 @@ class LocalMiniLM:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         texts = list(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        out = _minilm().encode(
-            texts,
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
+            return out
+        model = _minilm()
+        # Each forward pass holds texts of one token length (no pad positions) and at least _MIN_TOKENS
+        # tokens in all (tiny matrices take another BLAS kernel): a text's vector then does not depend on
+        # which texts share its batch (padding or a tiny batch moved it by ~1e-7), and no compute goes to
+        # pad positions (~20% faster on mixed lengths). The lock keeps the fast tokenizer single-threaded.
+        with _ENCODE_LOCK:
+            for length, rows in same_length_groups(model.tokenizer, texts, MINILM_MAX_TOKENS):
+                for start in range(0, len(rows), self.batch_size):
+                    chunk = [texts[i] for i in rows[start : start + self.batch_size]]
+                    filler = [chunk[0]] * max(0, -(-_MIN_TOKENS // length) - len(chunk))
+                    vecs = model.encode(
+                        chunk + filler,
+                        batch_size=len(chunk) + len(filler),
+                        normalize_embeddings=True,
+                        convert_to_numpy=True,
+                        show_progress_bar=False,
+                    )
+                    out[rows[start : start + self.batch_size]] = vecs[: len(chunk)]
         return normalise_rows(out)
 
     def __repr__(self) -> str:
