@@ -28,16 +28,18 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --junitxml=data/cache/test-suite.xml
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python benchmarks/grounding.py
-	$(BIN)/python benchmarks/structure.py
+	$(BIN)/python benchmarks/structural_similarity.py
 	$(BIN)/python benchmarks/refresh.py
 	$(MAKE) demo
 	$(BIN)/python benchmarks/scoring.py --release data/releases/demo/$(DEMO_VERSION)
+	$(BIN)/python benchmarks/suite.py
 
 # Grounding on filers frame was not tuned for (../shared/corpus/edgar-wide + the build corpus): per filing
 # fact recall, item recall vs the peer parser, notes found/tagged, glued tokens, largest document, time.
@@ -46,6 +48,7 @@ qa-wide: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
 clean:

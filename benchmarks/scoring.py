@@ -16,6 +16,7 @@ standalone cold cost), against the named baseline "coverage" (FRAME's own recall
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -145,6 +146,12 @@ def main() -> None:
     print(f"release {args.release} systems {args.systems}")
     print(f"cold run (baseline): {cold:7.1f} s  score tasks {s1}  ({n / cold:.2f} tasks/s incl. start-up)")
     print(f"rerun              : {warm:7.1f} s  score tasks {s2}  ratio rerun/cold {warm / cold:.2f}x")
+    if args.metrics == ALL and args.systems == "gold,copy-sample,extractive":
+        ref = json.loads((ROOT / "benchmarks" / "baselines.json").read_text(encoding="utf-8"))["scoring_cold"]
+        print(
+            f"named baseline     : {ref['value']:7.1f} s  [{ref['name']}; {ref['measured']}]  "
+            f"ratio cold/baseline {cold / ref['value']:.2f}x (target <= 1.05)"
+        )
     recomputed = sum(v for k, v in s2.items() if k != "Cached")
     print(f"rerun recomputed {recomputed} task(s): {'PASS' if recomputed == 0 else 'FAIL'} (target: 0)")
     print(board)

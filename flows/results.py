@@ -1,23 +1,6 @@
 """Persisted Prefect task results that survive a killed build, and a logged check of each cache entry.
 
-Prefect 3.9.1 writes a persisted result with a plain `open(path, "wb").write(...)`
-(`LocalFileSystem.write_path`), so a build killed mid-write leaves a torn file. Its cache lookup
-(`ResultStore.exists`) reads and deserializes the whole record and treats *any* error as "no entry":
-a torn or garbled file is silently recomputed and overwritten, with nothing in the log to say that a
-cached step was lost or why. Here:
-
-- `install_atomic_result_writes()` makes `LocalFileSystem.write_path` write a temp file in the target's
-  folder, fsync and rename it over the target (the root cause: a kill leaves the old file or none).
-- `check_cached_result(task_ctx, key)` is called by the cache policy (`flows.caching`) for the key it
-  computed: if a result file exists for the key but cannot be read back and deserialized, it logs a
-  warning naming the task, the key and the file, and moves the file to `<storage>/.quarantine/` (kept
-  for inspection; the newest per key). Prefect then sees a miss, runs the step and writes a good entry.
-- `sweep_interrupted(data_dir)` removes what a killed build leaves behind in the data folder: temp
-  folders of grounding sets and releases, temp files of the atomic writes. Call it only while holding
-  the data folder's build lock (the build flow does).
-
-Only the local result storage is checked (PREFECT_LOCAL_STORAGE_PATH, what frame configures); a remote
-default storage block is left to Prefect.
+Specification: docs/runs.md, section "Persisted results"
 """
 
 from __future__ import annotations

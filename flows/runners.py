@@ -1,23 +1,6 @@
 """Task runners for the build and score flows: threads on this machine, or a Dask cluster.
 
-`[run] task_runner = "dask"` runs the build's domains (and the scoring's tasks) on Dask workers: the
-cluster at `[run] dask_address`, or a local cluster of `dask_workers` processes. Workers read and
-write task results in one shared result storage (`[run] result_storage`, PREFECT_LOCAL_STORAGE_PATH),
-so a cached step computed on one worker is a cache hit on every other.
-
-What the workers need besides the task (prefect-dask 0.3 ships each task with the serialized Prefect
-context of the flow: flow run, tags and the *settings*, hydrated in the worker before the task runs):
-
-* the Prefect API. With no PREFECT_API_URL the flow talks to an ephemeral server it started itself;
-  the settings it serializes say "no API URL", so every worker process would start a second and third
-  ephemeral server on the same SQLite database. `FrameDaskTaskRunner` submits each task with the
-  flow's server URL in the settings (and gives the local workers it in their environment, for their
-  background log and event threads), so every task run is recorded by the one server.
-* the console and the build log. A worker's Prefect console handler writes to stderr, which frame
-  keeps for its one-line errors; a worker plugin routes it to stdout, as `flows.settings` does in the
-  CLI, and appends the worker's records to the CLI's log file (local cluster).
-
-The switch to another engine is one branch here: e.g. Ray with `prefect_ray.RayTaskRunner(address=...)`.
+Specification: docs/runs.md, section "Task runners"
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 __all__ = [
     "Claim",
     "EVIDENCE_SCHEMA",
-    "GroundingDoc",
+    "GroundingText",
     "InfoUnit",
     "ItemScore",
     "MetricResult",
@@ -25,8 +25,10 @@ __all__ = [
 ]
 
 
-class GroundingDoc(NamedTuple):
-    """One grounding document of G as scoring reads it (a row of the release table `grounding_documents`)."""
+class GroundingText(NamedTuple):
+    """The text of one grounding document of G, as scoring reads it (a row of the release table
+    `grounding_documents`); its metadata record is `schemas.documents.GroundingDocument`, a loaded snapshot
+    folder `tasks.ground.load.GroundingSet`."""
 
     doc_id: str
     title: str
@@ -79,6 +81,11 @@ class MetricResult(BaseModel):
     population: int = 0  # units / claims before sampling
     items: list[ItemScore] = Field(default_factory=list)
     detail: dict[str, Any] = Field(default_factory=dict)  # metric-specific figures (tree sizes, stage counts)
+
+    @classmethod
+    def undefined(cls, metric: str, judge: str, reason: str, **detail: Any) -> MetricResult:
+        """The result of a report with nothing to score (no unit, no claim): no value, the reason why."""
+        return cls(metric=metric, value=None, judge=judge, detail={**detail, "sampled": 0, "reason": reason})
 
 
 class ScoreSettings(BaseModel):

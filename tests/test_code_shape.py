@@ -28,6 +28,21 @@ def test_no_function_over_80_lines_in_flows_and_scoring():
     assert not long, "split these functions:\n" + "\n".join(long)
 
 
+MAX_MODULE_DOCSTRING_LINES = 12
+
+
+def test_module_docstrings_are_short():
+    """A module docstring says what the module is for; its specification lives in docs/."""
+    long = []
+    for folder in ("tasks/score", "tasks/markdown", "flows"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")), clean=False)
+            n = len(doc.splitlines()) if doc else 0
+            if n > MAX_MODULE_DOCSTRING_LINES:
+                long.append(f"{path.relative_to(ROOT)}: {n} lines")
+    assert not long, "move the specification to docs/, shorten these docstrings:\n" + "\n".join(long)
+
+
 def test_score_flow_is_thin_and_names_no_family():
     from tasks.score import registry
 
@@ -44,8 +59,9 @@ def test_score_flow_is_thin_and_names_no_family():
         and isinstance(n.body[0].value, ast.Constant)
     }
     literals = {
-        n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-        and id(n) not in docstrings
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings
     }
     assert not literals & names, f"flows/score.py names families/metrics: {sorted(literals & names)}"
 

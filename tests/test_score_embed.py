@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tasks.score.embed import CachedEmbedder, Embedder, LocalMiniLM, make_embed_fn
-from tasks.score.structure import make_node_similarity, structural_similarity
+from tasks.score.structural_similarity import make_node_similarity, structural_similarity
 
 
 class CountingFake:

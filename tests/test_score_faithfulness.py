@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import tests.llm_server as fake_llm
-from schemas.scoring import Claim, GroundingDoc
+from schemas.scoring import Claim, GroundingText
 from tasks.generate.baselines import generate_report, grounding_rows_for
 from tasks.llm.client import LLMClient, LLMOutputError
 from tasks.markdown.numbers import same_number
@@ -59,8 +59,8 @@ Supply of components may be constrained in 2026 because of limited foundry capac
 Our international operations expose us to changes in currency exchange rates and trade policies.
 """
 G_SMALL = [
-    GroundingDoc("mdna", "Management's Discussion and Analysis", MDNA),
-    GroundingDoc("risk", "Risk Factors", RISK),
+    GroundingText("mdna", "Management's Discussion and Analysis", MDNA),
+    GroundingText("risk", "Risk Factors", RISK),
 ]
 
 
@@ -284,9 +284,9 @@ def test_seeded_sampling_same_claims_and_cap(judge):
 # ---------------------------------------------------------------- the demo release
 
 
-def _docs(inst: dict, grounding: list[dict]) -> tuple[list[dict], list[GroundingDoc]]:
+def _docs(inst: dict, grounding: list[dict]) -> tuple[list[dict], list[GroundingText]]:
     rows = grounding_rows_for(inst, grounding)
-    return rows, [GroundingDoc(r["doc_id"], r.get("title") or r["doc_id"], r["markdown"]) for r in rows]
+    return rows, [GroundingText(r["doc_id"], r.get("title") or r["doc_id"], r["markdown"]) for r in rows]
 
 
 def test_demo_extractive_and_gold_beat_copy_sample(demo_scored):

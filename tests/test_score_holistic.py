@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import tests.llm_server as fake_llm
-from schemas.scoring import GroundingDoc
+from schemas.scoring import GroundingText
 from tasks.llm.client import LLMClient, LLMOutputError
 from tasks.score.holistic import (
     HOLISTIC_METRICS,
@@ -25,7 +25,7 @@ llm_server = fake_llm.llm_server
 KEY_ENV = "FRAME_TEST_HOLISTIC_KEY"
 
 G = [
-    GroundingDoc(
+    GroundingText(
         "d1",
         "Quarterly report",
         "Revenue was $1,234.5 million in the quarter. Net income was $210.3 million.\n\n"
@@ -224,7 +224,7 @@ def test_llm_inputs_too_long_are_cut_and_said(llm_server, api_key, tmp_path):
 
     gold = "# Gold\n\n" + text("gold", 300)
     report = "# Report\n\n" + text("report", 300)
-    docs = [GroundingDoc(f"doc{k}", f"Doc {k}", text(f"doc{k}", 200)) for k in range(40)]
+    docs = [GroundingText(f"doc{k}", f"Doc {k}", text(f"doc{k}", 200)) for k in range(40)]
     llm_server.script(_reply())
     judge = _judge(llm_server, tmp_path, context_tokens=8192, max_output_tokens=400)
     res = holistic(gold, report, docs, judge)

@@ -7,7 +7,7 @@ import pytest
 import tests.llm_server as fake_llm
 from tasks.errors import FrameInputError
 from tasks.llm.client import LLMOutputError
-from tasks.score.structure import structural_similarity
+from tasks.score.structural_similarity import structural_similarity
 from tasks.score.tree import report_tree, tree_size
 from tasks.score.tree_llm import llm_report_tree
 from tests.llm_server import fast_settings

@@ -46,7 +46,6 @@ TEXT_K = 3  # at most this many prose/list passages per section
 TABLE_BUDGET = 1500  # largest table copied into a section (a larger one is skipped whole, never cut)
 
 
-
 # ---------------------------------------------------------------- rows -> grounding set
 
 

@@ -1,27 +1,7 @@
-"""Numbers as written in reports, normalised so that two renderings of one figure match.
+"""Numbers as written in reports, normalised so that two renderings of one figure match; matching at the
+displayed precision and arithmetic derivation from a pool (for the offline coverage and faithfulness judges).
 
-Used by the offline coverage and faithfulness judges (SPEC §4; issue: "normalise 1,234.5 / $1.2 billion /
-(12) / 12%"). :func:`numbers_in` finds every displayed number with its sign, currency, percent mark and
-scale word and returns :class:`Num` records:
-
-* ``1,234.5`` -> 1234.5 (precision 0.1); ``$1.2 billion`` / ``$1.2bn`` / ``1.2B`` -> 1.2e9 (precision 1e8);
-  ``428.9M`` -> 428.9e6; ``(12)`` -> -12 (accounting negative: both parentheses around the number);
-  ``12%`` / ``12 percent`` -> 12 with ``percent`` set; ``-3.5`` / ``−3.5`` -> -3.5.
-* A number glued to a letter (``Q2``, ``FY2025``, ``H100``, ``GPT-4``'s "4" is kept: hyphen is not a letter)
-  is not a figure and is skipped.
-
-**Matching** (:func:`same_number`): magnitudes are compared (a sign is often carried by words such as
-"decreased"), at the *coarser* of the two displayed precisions, so ``428.9M`` matches ``approximately
-429M`` and ``$94.9 billion`` matches ``94,930`` in a table "in millions". Because tables state their
-scale once in a header, a match may also differ by a factor 1000^k (k = -3..3), but only when both numbers
-show at least two significant digits and neither looks like a year (1900-2100 without separators or
-decimals); so ``2`` never matches ``2,000`` and ``2024`` only matches ``2024``.
-
-**Arithmetic** (:func:`derivation`): whether a number follows from two numbers of a pool by a sum,
-difference, ratio or percent change, at the number's displayed precision; returns the expression found.
-
-Pure functions, deterministic; pools are numpy arrays so a grounding set of tens of thousands of numbers
-is searched quickly.
+Specification: docs/metrics/numbers.md
 """
 
 from __future__ import annotations
@@ -101,7 +81,7 @@ def _yearlike(text: str, value: float, step: float) -> bool:
 
 
 def numbers_in(text: str) -> list[Num]:
-    """Every displayed number in `text`, in order (see the module docstring)."""
+    """Every displayed number in `text`, in order (see docs/metrics/numbers.md)."""
     out: list[Num] = []
     for m in _NUM.finditer(text):
         digits = m.group("digits")

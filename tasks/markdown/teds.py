@@ -1,22 +1,7 @@
-"""TEDS and TEDS-S: tree-edit-distance similarity of two HTML tables (SPEC §5, paper 002 §4.1 / App. A).
+"""TEDS and TEDS-S: tree-edit-distance similarity of two HTML tables (SPEC §5, paper 002 §4.1 / App. A),
+exact for these depth-2 trees by a row-wise dynamic programme.
 
-Tree = table -> rows (``tr``) -> cells (``td``/``th``; ``th`` counts as ``td``). ``thead``/``tbody``/
-``tfoot`` wrappers are dropped and rows are taken in document order. Insert and delete cost 1 per node.
-Rename cost: table->table and row->row 0; cell->cell 1 if colspan or rowspan differ, else the normalised
-Levenshtein distance of the whitespace-collapsed cell texts (0 for TEDS-S, ``structure_only=True``);
-nodes of different kinds (e.g. row->cell) 1, as in PubTabNet's reference implementation.
-
-    TEDS = 1 - TreeEditDistance / max(nodes_A, nodes_B)
-
-Why not a general tree-edit-distance library: the pure-Python ``apted`` package (the one PubTabNet's
-reference code uses) needs ~5 s for two 500-cell tables, and the compiled ``edist`` is GPL-3.0 and pulls
-in scipy/scikit-learn. Tables are trees of depth 2, for which the general forest recursion (Zhang-Shasha /
-Demaine et al.: delete the rightmost root, insert the rightmost root, or map the rightmost roots) only
-ever reaches forests of the form "rows 1..i intact + the first j cells of row i+1 set loose". Those
-forests form a chain in which every deletion/insertion predecessor is simply the previous forest, so the
-dynamic programme runs row-wise in numpy with a running minimum for the insertion chain. The result is the
-exact tree edit distance (the tests check it against ``apted`` and a brute-force recursion), in
-O(cells_A * cells_B) Levenshtein calls plus O(cells_A) vectorised numpy steps.
+Specification: docs/metrics/tables.md (sections "TEDS and TEDS-S" and "Algorithm")
 """
 
 from __future__ import annotations

@@ -1,45 +1,7 @@
-"""Judge-human alignment metrics (SPEC §4, paper 000 §4.4).
+"""Judge-human alignment metrics (SPEC §4, paper 000 §4.4): score agreement (pa@0, pa@25, qwk, icc3_1,
+icc_a1) and ranking agreement (Spearman r, Kendall tau-b) between an automated judge and human annotators.
 
-Two kinds of agreement between an automated judge and human annotators:
-
-* **Score agreement** (:func:`alignment`) on a 0-100 scale, items joined on ``item_id``:
-
-  - ``pa@0`` / ``pa@25``: share (a fraction in [0, 1], not a percentage) of items with
-    ``|human - judge| <= 0`` resp. ``<= 25``, on the *raw* scores (the judge's continuous score is not
-    binned for PA). A tolerance of 1e-9 absorbs floating-point noise, e.g. ``100 * 0.75``.
-  - ``qwk``: quadratic weighted kappa (Cohen, 1968) over the five fixed levels 0/25/50/75/100. The judge
-    score is rounded to the nearest level; human scores are expected on that grid already (the paper
-    averages two annotators to one of the five levels) and are rounded the same way so that off-grid
-    human input cannot crash the metric. Rounding is half-up (12.5 -> 25, 37.5 -> 50). The weights use
-    the fixed grid ``(i - j)^2 / 4`` whether or not every level occurs, so 0 vs 100 always costs
-    16 times 0 vs 25.
-  - ``icc3_1``: Shrout-Fleiss ICC(3,1), two-way mixed effects, consistency, single rater, with the two
-    raters human and judge: ``(MSR - MSE) / (MSR + (k-1) MSE)``.
-  - ``icc_a1``: McGraw-Wong ICC(A,1), two-way, absolute agreement, single rater:
-    ``(MSR - MSE) / (MSR + (k-1) MSE + k/n (MSC - MSE))``. The paper names "ICC(3,1) ... with absolute
-    agreement", which mixes the two conventions, so both are reported.
-  - ``n``: number of joined items.
-
-  MSR, MSC, MSE are the row (item), column (rater) and residual mean squares of the n x 2 two-way ANOVA
-  without replication.
-
-* **Ranking agreement** (:func:`ranking_agreement`): per group of systems, Spearman r and Kendall tau-b
-  between the human ranking and the judge score, averaged over groups.
-
-Degenerate cases never raise:
-
-* QWK: when chance-expected disagreement is zero, i.e. both raters put every item in the *same single*
-  level, ``qwk`` is 1.0. Any other constant case (both constant at different levels, or one rater
-  constant) comes out of the formula as 0.0 (observed equals expected disagreement).
-* ICC: fewer than 2 items, or a (numerically) zero denominator -> ``None``. E.g. if each rater gives one
-  constant score, ``icc3_1`` is 0/0 -> ``None``; ``icc_a1`` is then 0.0 when the two constants differ
-  (denominator k/n * MSC > 0) and ``None`` when they are equal.
-* Ranking: a group with fewer than 2 systems, or constant human ranks, or constant judge scores has no
-  defined correlation and is left out of the mean (``groups`` counts the groups that were used). If no
-  group is usable both correlations are ``None``.
-
-Pure functions on plain dicts; numpy only (scipy/scikit-learn are deliberately not used so the tests can
-check against them independently).
+Specification: docs/metrics/alignment.md
 """
 
 from __future__ import annotations

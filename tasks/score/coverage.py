@@ -363,18 +363,17 @@ class LLMCoverageJudge(LLMJudge):
             return result.value.units, chunk
 
         replies = self.map(ask, list(enumerate(chunks)))
-        units: list[InfoUnit] = []
-        for got, chunk in replies:
-            for u in got:
-                units.append(
-                    InfoUnit(
-                        unit_id=len(units),
-                        type=u.type,
-                        content=u.content,
-                        source_sentence=u.source_sentence.strip(),
-                        section=u.section.strip() or section_of(chunk, u.source_sentence),
-                    )
-                )
+        found = [(u, chunk) for got, chunk in replies for u in got]
+        units = [
+            InfoUnit(
+                unit_id=i,
+                type=u.type,
+                content=u.content,
+                source_sentence=u.source_sentence.strip(),
+                section=u.section.strip() or section_of(chunk, u.source_sentence),
+            )
+            for i, (u, chunk) in enumerate(found)
+        ]
         self.last_calls = [{"role": self.UNITS_ROLE, "parts": total, "units": len(units)}]
         return units
 
@@ -513,14 +512,8 @@ def coverage(
     """IUR of `generated_markdown` against `gold_markdown` (docs/metrics/coverage.md)."""
     units = judge.extract_units(gold_markdown)
     if not units:
-        return MetricResult(
-            metric="coverage",
-            value=None,
-            judge=judge.name,
-            population=0,
-            items=[],
-            detail={"sampled": 0, "seed": seed, "reason": "the gold report has no information unit"},
-        )
+        why = "the gold report has no information unit"
+        return MetricResult.undefined("coverage", judge.name, why, seed=seed)
     sample = sample_items(units, max_items, seed)
     items = judge.grade(sample, generated_markdown)
     if len(items) != len(sample) or [i.index for i in items] != [u.unit_id for u in sample]:
@@ -549,16 +542,13 @@ def coverage(
 # ---------------------------------------------------------------- the family
 
 
-class CoverageFamily(SampledFamily):
+class CoverageFamily(
+    SampledFamily,
+    metric=MetricSpec("coverage", group="frame", evidence="recall"),
+    reads="gold",
+    judges=(OfflineCoverageJudge, LLMCoverageJudge),
+):
     """Information-unit recall: share of the gold report's sampled units that R' conveys."""
-
-    name = "coverage"
-    metrics = (MetricSpec("coverage", group="frame", evidence="recall"),)
-    reads = frozenset({"gold"})
-
-    offline_judge, llm_judge = OfflineCoverageJudge, LLMCoverageJudge
 
     def measure(self, inputs: Inputs, *, max_items: int, seed: int) -> MetricResult:
         return coverage(inputs.gold, inputs.generated, self.judge, max_items=max_items, seed=seed)
-
-

@@ -1,26 +1,6 @@
 """Per-system diagnostic pages of a scores folder: where a system stands, on which axes, and why.
 
-``render_system_reports(scores_dir)`` reads what ``frame score`` wrote (``scores.parquet``; when present
-``evidence.parquet``, ``manifest.json``, ``bradley_terry.csv``, ``pairwise.parquet``) and writes into
-``scores_dir/report/`` one Markdown page and one self-contained HTML page per system, plus an index.
-A system page has, in order:
-
-1. Header: release, system, judges, instances, generation date (when the manifest records one).
-2. All families side by side: one row per metric, grouped by family (frame, fidelity, scaffold, rubric,
-   holistic, then any other metric): the system's mean with a seeded 95% bootstrap CI (the leaderboard's
-   per-cell seed, so the numbers match ``leaderboard.md``), its rank among the systems (1 = best, lower-is-
-   better metrics ranked ascending), the best other system, the gold reference, and the metric's spread:
-   (max - min of the system means) / width of the metric's range. A spread below 0.05 is marked
-   "saturated: does not separate systems" (paper 001: which axes still separate systems?). The pseudo-
-   system ``gold`` is a reference: it is left out of ranks, spreads and "best other".
-3. Which axes separate systems: the metrics by spread, descending; holistic 1-10 scores are flagged as
-   the saturation baseline.
-4. Per category: the system's mean of each metric in each category (bold where it is the best system).
-5. Items it failed most (``evidence.parquet``): rubric items by failure count over instances, gold units
-   most often missed (coverage-like metrics), lowest-supported claims (faithfulness-like), and the lowest
-   items of any other metric with evidence.
-6. Pairwise: the Bradley-Terry row and table, and the system's record against each other system.
-7. Worst instances: where the system is furthest below the best other system on the FRAME metrics.
+Specification: docs/diagnostics.md, section "System pages"
 """
 
 from __future__ import annotations
@@ -499,9 +479,7 @@ def _separation_section(st: _Stats, system: str | None) -> list[str]:
 
     order = sorted(st.metrics, key=by_spread)  # most separating first; undefined spreads last
     holistic = [
-        st.spreads[m].spread
-        for m in st.metrics
-        if _baseline(m) and not math.isnan(st.spreads[m].spread)
+        st.spreads[m].spread for m in st.metrics if _baseline(m) and not math.isnan(st.spreads[m].spread)
     ]
     headers = ["#", "Metric", "Family", "Spread", "Lowest system (mean)", "Highest system (mean)"]
     headers += [f"`{_txt(system, None)}` rank"] if system else []

@@ -2,7 +2,7 @@
 
 Every embedder returns a float32 array of shape ``(len(texts), dim)`` with L2-normalised rows (a zero
 vector stays zero). :func:`make_embed_fn` adapts one to the ``embed`` callable that
-:func:`tasks.score.structure.make_node_similarity` takes.
+:func:`tasks.score.structural_similarity.make_node_similarity` takes.
 
 :class:`CachedEmbedder` keeps one ``.npy`` per (embedder name, sha256(text)) under
 ``<cache_dir>/embeddings/<model-slug>/<aa>/<hash>.npy``; files are written atomically, and an unreadable

@@ -23,7 +23,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from schemas.config import LLMSettings
-from schemas.scoring import Claim, GroundingDoc, ItemScore, MetricResult
+from schemas.scoring import Claim, GroundingText, ItemScore, MetricResult
 from tasks.errors import FrameInputError
 from tasks.ground.load import grounding_set_from_rows
 from tasks.markdown.document import code_mask, heading_of, split_row
@@ -283,7 +283,7 @@ class _Analysis:
 class _Ground:
     """Passages, BM25 index, number pool and evidence units of one grounding set."""
 
-    def __init__(self, docs: Sequence[GroundingDoc], key: str) -> None:
+    def __init__(self, docs: Sequence[GroundingText], key: str) -> None:
         self.key = key
         rows = [{"doc_id": d.doc_id, "title": d.title, "markdown": d.markdown} for d in docs]
         self.titles = {d.doc_id: d.title for d in docs}
@@ -388,7 +388,7 @@ class _Ground:
         return self.passages[p].doc_id
 
 
-def _ground_key(grounding: Sequence[GroundingDoc]) -> str:
+def _ground_key(grounding: Sequence[GroundingText]) -> str:
     h = hashlib.sha256()
     for d in grounding:
         for part in (d.doc_id, d.title, d.markdown):
@@ -404,7 +404,7 @@ class _GroundCache:
         self._lru: OrderedDict[str, _Ground] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, grounding: Sequence[GroundingDoc]) -> _Ground:
+    def get(self, grounding: Sequence[GroundingText]) -> _Ground:
         key = _ground_key(grounding)
         with self._lock:
             g = self._lru.get(key)
@@ -520,7 +520,7 @@ class OfflineFaithfulnessJudge:
 
     # -- stage 1
 
-    def verify(self, claims: Sequence[Claim], grounding: Sequence[GroundingDoc]) -> list[ItemScore]:
+    def verify(self, claims: Sequence[Claim], grounding: Sequence[GroundingText]) -> list[ItemScore]:
         claims = list(claims)
         if not claims:
             return []
@@ -585,7 +585,7 @@ class OfflineFaithfulnessJudge:
     # -- stage 2
 
     def entail(
-        self, claims: Sequence[Claim], stage1: Sequence[ItemScore], grounding: Sequence[GroundingDoc]
+        self, claims: Sequence[Claim], stage1: Sequence[ItemScore], grounding: Sequence[GroundingText]
     ) -> list[ItemScore]:
         claims, stage1 = _paired(claims, stage1)
         if not claims:
@@ -921,18 +921,9 @@ class LLMFaithfulnessJudge(LLMJudge):
                     c.section = path
             return res.value.claims
 
-        out: list[Claim] = []
-        for claims in self.map(job, list(enumerate(chunks))):
-            for c in claims:
-                out.append(
-                    Claim(
-                        claim_id=len(out),
-                        content=c.content,
-                        source_sentence=c.source_sentence,
-                        section=c.section,
-                    )
-                )
-        return out
+        found = [c for claims in self.map(job, list(enumerate(chunks))) for c in claims]
+        fields = {"content", "source_sentence", "section"}
+        return [Claim(claim_id=i, **c.model_dump(include=fields)) for i, c in enumerate(found)]
 
     # -- verdicts
 
@@ -1037,7 +1028,7 @@ class LLMFaithfulnessJudge(LLMJudge):
         self,
         role: str,
         claims: list[Claim],
-        grounding: Sequence[GroundingDoc],
+        grounding: Sequence[GroundingText],
         k: int,
         budget: int,
         prior: list[ItemScore] | None,
@@ -1054,11 +1045,11 @@ class LLMFaithfulnessJudge(LLMJudge):
         results = self.map(lambda batch: self._ask_batch(role, batch, doc_ids), batches)
         return [it for r in results for it in r]
 
-    def verify(self, claims: Sequence[Claim], grounding: Sequence[GroundingDoc]) -> list[ItemScore]:
+    def verify(self, claims: Sequence[Claim], grounding: Sequence[GroundingText]) -> list[ItemScore]:
         return self._judge("score_verify", list(claims), grounding, VERIFY_K, VERIFY_BUDGET, None)
 
     def entail(
-        self, claims: Sequence[Claim], stage1: Sequence[ItemScore], grounding: Sequence[GroundingDoc]
+        self, claims: Sequence[Claim], stage1: Sequence[ItemScore], grounding: Sequence[GroundingText]
     ) -> list[ItemScore]:
         claims, stage1 = _paired(claims, stage1)
         return self._judge("score_entail", claims, grounding, ENTAIL_K, ENTAIL_BUDGET, stage1)
@@ -1069,29 +1060,19 @@ class LLMFaithfulnessJudge(LLMJudge):
 
 def faithfulness(
     generated_md: str,
-    grounding: Sequence[GroundingDoc],
+    grounding: Sequence[GroundingText],
     judge: FaithfulnessJudge,
     *,
+    threshold: float = SUPPORT_THRESHOLD,
     max_items: int = MAX_ITEMS,
     seed: int = 0,
-    threshold: float = SUPPORT_THRESHOLD,
 ) -> MetricResult:
     """Faithfulness of `generated_md` against `grounding` (docs/metrics/faithfulness.md)."""
     claims = judge.extract_claims(generated_md)
     base: dict[str, Any] = {"max_items": max_items, "seed": seed, "threshold": threshold}
     if not claims:
-        return MetricResult(
-            metric="faithfulness",
-            value=None,
-            judge=judge.name,
-            population=0,
-            detail={
-                **base,
-                "sampled": 0,
-                "stage2": 0,
-                "reason": "the generated report has no checkable claim (no sentence, list item or table row)",
-            },
-        )
+        why = "the generated report has no checkable claim (no sentence, list item or table row)"
+        return MetricResult.undefined("faithfulness", judge.name, why, **base, stage2=0)
     sample = sample_items(claims, max_items, seed)
     first = judge.verify(sample, grounding)
     if [it.index for it in first] != [c.claim_id for c in sample]:
@@ -1137,15 +1118,13 @@ def faithfulness(
 # ---------------------------------------------------------------- the family
 
 
-class FaithfulnessFamily(SampledFamily):
+class FaithfulnessFamily(
+    SampledFamily,
+    metric=MetricSpec("faithfulness", group="frame", evidence="support"),
+    reads="grounding",  # G, not Y: a claim of R' is checked against the grounding documents
+    judges=(OfflineFaithfulnessJudge, LLMFaithfulnessJudge),
+):
     """Claim support: share of the sampled claims of R' that the grounding documents support."""
 
-    name = "faithfulness"
-    metrics = (MetricSpec("faithfulness", group="frame", evidence="support"),)
-    reads = frozenset({"grounding"})
-
-    offline_judge, llm_judge = OfflineFaithfulnessJudge, LLMFaithfulnessJudge
-
     def measure(self, inputs: Inputs, *, max_items: int, seed: int) -> MetricResult:
-        # G, not Y: a claim of R' is checked against the grounding documents
         return faithfulness(inputs.generated, inputs.grounding, self.judge, max_items=max_items, seed=seed)

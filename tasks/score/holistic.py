@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 from rapidfuzz import fuzz, process
 from rapidfuzz.utils import default_process
 
-from schemas.scoring import GroundingDoc, MetricResult
+from schemas.scoring import GroundingText, MetricResult
 from tasks.markdown.numbers import Num, NumberPool
 from tasks.markdown.pieces import Piece, heading_title, markdown_pieces, md_blocks, numbers, strong_numbers
 from tasks.score.llm_judge import LLMJudge, input_budget
@@ -121,7 +121,7 @@ def water_fill(sizes: Sequence[int], room: int) -> list[int]:
 class HolisticJudge(Protocol):
     name: str
 
-    def rate(self, gold_markdown: str, generated_markdown: str, grounding: Sequence[GroundingDoc]) -> dict:
+    def rate(self, gold_markdown: str, generated_markdown: str, grounding: Sequence[GroundingText]) -> dict:
         """{"faithfulness", "completeness", "understandability", "hallucination": int 1..10,
         "rationale": str, "detail": dict of judge-specific figures}."""
 
@@ -153,7 +153,7 @@ def _share(hits: int, total: int) -> float | None:
     return hits / total if total else None
 
 
-def _against_grounding(pieces: list[Piece], grounding: Sequence[GroundingDoc]) -> dict[str, Any]:
+def _against_grounding(pieces: list[Piece], grounding: Sequence[GroundingText]) -> dict[str, Any]:
     """Faithfulness and hallucination: the strong figures of R' looked up in G's number pool."""
     g_pool = NumberPool(n for d in grounding for n in numbers(d.markdown))
     found = [[g_pool.contains(n) for n in _strong(p)] for p in pieces]
@@ -269,7 +269,7 @@ class OfflineHolisticJudge:
 
     name = "offline:holistic-proxy"
 
-    def rate(self, gold_markdown: str, generated_markdown: str, grounding: Sequence[GroundingDoc]) -> dict:
+    def rate(self, gold_markdown: str, generated_markdown: str, grounding: Sequence[GroundingText]) -> dict:
         pieces = markdown_pieces(generated_markdown)
         if not pieces:
             return {
@@ -329,7 +329,7 @@ class LLMHolisticJudge(TextsJudge):
     TEXTS = 2  # the gold report and R' get at least MIN_TEXT_TOKENS each
 
     def _inputs(
-        self, gold: str, report: str, grounding: Sequence[GroundingDoc]
+        self, gold: str, report: str, grounding: Sequence[GroundingText]
     ) -> tuple[str, str, str, list[str]]:
         """(gold, grounding, report) as sent, and the notes on every cut (empty when all fits)."""
         room = self._room()
@@ -382,7 +382,7 @@ class LLMHolisticJudge(TextsJudge):
         grounding_text = "\n\n".join(docs) if docs else "(no grounding document)"
         return gold_s, grounding_text, report_s, notes
 
-    def rate(self, gold_markdown: str, generated_markdown: str, grounding: Sequence[GroundingDoc]) -> dict:
+    def rate(self, gold_markdown: str, generated_markdown: str, grounding: Sequence[GroundingText]) -> dict:
         if not generated_markdown.strip():
             return {
                 **dict.fromkeys(AXES, 1),
@@ -420,7 +420,7 @@ class LLMHolisticJudge(TextsJudge):
 def holistic(
     gold_markdown: str,
     generated_markdown: str,
-    grounding: Sequence[GroundingDoc],
+    grounding: Sequence[GroundingText],
     judge: HolisticJudge,
 ) -> list[MetricResult]:
     """The four holistic metrics (``HOLISTIC_METRICS`` order) of R' from one rating by `judge`."""

@@ -9,8 +9,8 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
-from schemas.scoring import Claim, GroundingDoc, InfoUnit, ItemScore, MetricResult
-from tasks.score.metric import Inputs, JudgeEnv, MetricFamily
+from schemas.scoring import Claim, GroundingText, InfoUnit, ItemScore, MetricResult
+from tasks.score.metric import Inputs, JudgeEnv, MetricFamily, MetricSpec
 
 __all__ = [
     "SampledFamily",
@@ -48,11 +48,11 @@ class FaithfulnessJudge(Protocol):
     def extract_claims(self, generated_markdown: str) -> list[Claim]:
         """All checkable claims of the generated report, claim_id = position."""
 
-    def verify(self, claims: Sequence[Claim], grounding: Sequence[GroundingDoc]) -> list[ItemScore]:
+    def verify(self, claims: Sequence[Claim], grounding: Sequence[GroundingText]) -> list[ItemScore]:
         """Stage 1, direct support from explicit evidence: one ItemScore per claim (stage=1)."""
 
     def entail(
-        self, claims: Sequence[Claim], stage1: Sequence[ItemScore], grounding: Sequence[GroundingDoc]
+        self, claims: Sequence[Claim], stage1: Sequence[ItemScore], grounding: Sequence[GroundingText]
     ) -> list[ItemScore]:
         """Stage 2 for the claims given (those below SUPPORT_THRESHOLD): entailment under reasonable
         assumptions, arithmetic from stated figures included; one ItemScore per claim (stage=2)."""
@@ -64,10 +64,29 @@ def judge_for(env: JudgeEnv, offline: Callable[[EmbedFn, str], Any], llm: Callab
 
 
 class SampledFamily(MetricFamily):
-    """A family graded on a seeded sample of items by an offline or an LLM judge (coverage, faithfulness)."""
+    """A one-metric family graded on a seeded sample of items by an offline or an LLM judge.
+
+    Declared with class keywords: ``class CoverageFamily(SampledFamily, metric=MetricSpec(...),
+    reads="gold", judges=(OfflineJudge, LLMJudge))``; the subclass writes `measure`."""
 
     offline_judge: ClassVar[Callable[[EmbedFn, str], Any]]
     llm_judge: ClassVar[Callable[..., Any]]
+
+    def __init_subclass__(
+        cls,
+        *,
+        metric: MetricSpec | None = None,
+        reads: str | None = None,
+        judges: tuple[Callable[[EmbedFn, str], Any], Callable[..., Any]] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init_subclass__(**kwargs)
+        if metric is not None:
+            cls.name, cls.metrics = metric.name, (metric,)
+        if reads is not None:
+            cls.reads = frozenset({reads})
+        if judges is not None:
+            cls.offline_judge, cls.llm_judge = judges
 
     def __init__(self, env: JudgeEnv) -> None:
         super().__init__(env)

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from schemas.config import LLMSettings
-from schemas.scoring import GroundingDoc, MetricResult, ScoreSettings
+from schemas.scoring import GroundingText, MetricResult, ScoreSettings
 from tasks.errors import FrameInputError
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "llm_identity",
     "parquet_bytes",
 ]
+
 
 @dataclass(frozen=True)
 class MetricSpec:
@@ -61,7 +62,7 @@ class Inputs:
     generated: str
     gold: str = ""
     sample: str = ""
-    grounding: tuple[GroundingDoc, ...] = ()
+    grounding: tuple[GroundingText, ...] = ()
     context: Mapping[str, str] = field(default_factory=dict)
     prepared: dict[str, Any] | None = None
     seed: int = 0  # per-instance sampling seed: every system of an instance gets the same one

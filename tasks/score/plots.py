@@ -1,27 +1,7 @@
-"""Metric trends against instance characteristics (paper 000 Figures 5-7).
+"""Metric trends against instance characteristics (paper 000 Figures 5-7): one PNG per metric, the mean
+per system against buckets of gold length, grounding length and table count.
 
-``plot_metric_vs_buckets`` writes one PNG per metric with three panels: the metric's mean per system
-against buckets of (1) gold report length in tokens, (2) grounding length in tokens, (3) number of
-tables in the gold report. One line with markers per system; tick labels give the bucket and its n.
-
-Buckets (``bucketing``):
-
-* ``"quantile"`` (default; robust for small benchmarks): interior edges at the j/k quantiles of the
-  instances' values, k = min(max_buckets, distinct values), each edge rounded to two significant digits
-  (integers for table counts), de-duplicated, kept strictly inside (min, max]; then an edge is dropped
-  whenever the bucket it closes would be empty. Every bucket so holds at least one instance; equal
-  values always share a bucket; all-equal values give one bucket.
-* ``"paper"``: the fixed edges of the paper's figures (gold length 5k/10k/15k/20k tokens, grounding
-  20k/30k/40k/60k tokens, tables 5/10/15/25); buckets with no instance are left off the axis.
-
-Buckets are half-open [lo, hi): token labels read "<5k", "5k-10k", "20k+"; table-count labels give the
-integers a bucket holds ("<3", "3-4", "5", "10+"). Buckets are computed once per feature over all
-instances in ``scores`` (with a feature value), so all metrics and systems share them. A system's point
-is the mean of its defined values in the bucket; a bucket where it has none is a gap in its line.
-
-Rendering uses ``matplotlib.figure.Figure`` with the Agg canvas (no pyplot, no global backend switch,
-thread-safe) and PNG metadata without the "Software" entry, so reruns write identical bytes. Files are
-written atomically.
+Specification: docs/diagnostics.md, section "Trend plots"
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ DEFAULT: tuple[str, ...] = ("structure", "coverage", "faithfulness")  # FRAME's 
 _FAMILIES: dict[str, type[MetricFamily]] = {}
 _COMPARISONS: dict[str, type[ComparisonFamily]] = {}
 _BUILTIN = (
-    "tasks.score.structure:StructureFamily",
+    "tasks.score.structural_similarity:StructureFamily",
     "tasks.score.coverage:CoverageFamily",
     "tasks.score.faithfulness:FaithfulnessFamily",
     "tasks.score.fidelity:TablesFamily",

@@ -266,10 +266,7 @@ def filing_leaf_candidates(
             for h, nxt in zip(blocks, blocks[1:], strict=False)
             if h.kind == "heading" and nxt.kind == "list"
         ]
-        qs = [
-            Candidate(f"Which risks does the filing list under {h.title}?", h.text)
-            for h in heads
-        ]
+        qs = [Candidate(f"Which risks does the filing list under {h.title}?", h.text) for h in heads]
         return qs + prose_questions([b for b in blocks if b.kind != "heading"])
     skip = (node.title,) + ((parent.title,) if parent is not None else ())
     return prose_questions(blocks, skip) + table_questions(tables)[:2]

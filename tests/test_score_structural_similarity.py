@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from schemas.structure import ReportStructure, StructureNode
-from tasks.score.structure import (
+from tasks.score.structural_similarity import (
     flatten,
     literal_cost,
     make_node_similarity,

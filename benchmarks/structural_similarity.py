@@ -3,7 +3,7 @@
 Times the polynomial (i, e1, j, e2) dynamic programme with a precomputed node-similarity lookup (no
 embeddings) against the 0.5 s target, and the literal memoised recursion on 12-node trees for comparison.
 
-    .venv/bin/python benchmarks/structure.py
+    .venv/bin/python benchmarks/structural_similarity.py
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tasks.score.structure import flatten, literal_cost, structural_cost, structural_similarity  # noqa: E402
+from tasks.score.structural_similarity import flatten, literal_cost, structural_cost, structural_similarity  # noqa: E402
 
 TARGET_S = 0.5
 LEAVES = ("text", "table", "figure", "list")
