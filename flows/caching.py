@@ -88,3 +88,15 @@ class StableInputsAndSource(CachePolicy):
 
 
 STABLE = StableInputsAndSource()
+
+
+class PublicInputsOnly(StableInputsAndSource):
+    """STABLE, minus inputs whose name starts with "_" (the data they carry is keyed by a digest that is
+    passed as a public input instead)."""
+
+    def compute_key(self, task_ctx, inputs, flow_parameters, **kwargs: Any) -> str | None:
+        public = {k: v for k, v in (inputs or {}).items() if not k.startswith("_")}
+        return super().compute_key(task_ctx, public, flow_parameters, **kwargs)
+
+
+PUBLIC_INPUTS = PublicInputsOnly()

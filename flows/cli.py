@@ -233,6 +233,18 @@ def build_cmd(
     allow_partial: Annotated[
         bool, typer.Option("--allow-partial", help="write the release even if a domain failed")
     ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="print requests, tokens and cost per LLM role; fetch and call nothing"
+        ),
+    ] = False,
+    reference: Annotated[
+        Path | None,
+        typer.Option(
+            "--reference", help="--dry-run: release whose token statistics stand in for what is not built"
+        ),
+    ] = None,
 ) -> None:
     """fetch -> ground -> synthesize -> instances -> release, domains in parallel, every step cached."""
     from schemas.config import load_config
@@ -240,6 +252,16 @@ def build_cmd(
     try:
         cfg = load_config(config)
         names = [cfg.domain(d).name for d in domain] if domain else [d.name for d in cfg.domains]
+        if dry_run:
+            from tasks.synthesize.estimate import estimate_build
+
+            one = cfg.with_domains([cfg.domain(n) for n in names])
+            print(
+                estimate_build(
+                    one, data_dir=cfg.build.data_dir, reference_release=reference
+                ).render_markdown()
+            )
+            return
     except FrameInputError as exc:
         _fail(exc)
     _prefect_session(cfg)
@@ -504,28 +526,32 @@ def _run_settings(config: Path | None):
 @app.command("generate")
 def generate_cmd(
     release: Annotated[Path, typer.Option("--release", help="data/releases/<name>/<version>")],
-    system: Annotated[str, typer.Option("--system", help="copy-sample | extractive | one-shot")],
+    system: Annotated[
+        str,
+        typer.Option("--system", help="copy-sample | extractive | one-shot | a \\[systems.NAME] of --config"),
+    ],
     config: Annotated[
-        Path | None, typer.Option("--config", help="TOML config whose [llm] the one-shot system uses")
+        Path | None,
+        typer.Option("--config", help="evaluation config, or a build config whose \\[llm] one-shot uses"),
     ] = None,
 ) -> None:
     """Write one generated report per instance (data/generations/<name>/<version>/<system>/)."""
     import os
 
+    import pandas as pd
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from flows.generate import generate_all
 
     try:
-        import pandas as pd
-
-        llm, data_dir = _llm_settings(config)
+        ev, llm, data_dir, _ = _eval_or_build_config(config)
+        if not (release / "instances.parquet").is_file():
+            raise FrameInputError(release / "instances.parquet", "missing: not a frame release folder")
+        if system == "gold":
+            raise FrameInputError("--system", "gold is the release's own target report: nothing to generate")
         cache_dir = Path(os.environ.get("FRAME_CACHE_DIR") or (data_dir or Path("data")) / "cache")
-        total = (
-            len(pd.read_parquet(release / "instances.parquet"))
-            if (release / "instances.parquet").is_file()
-            else 0
-        )
+        chosen = _score_systems(release, system, ev, llm, cache_dir, allow_missing=False)[system]
+        total = len(pd.read_parquet(release / "instances.parquet", columns=["instance_id"]))
         with Progress(
             TextColumn(f"[bold]{system}[/]"),
             BarColumn(),
@@ -535,23 +561,41 @@ def generate_cmd(
             disable=not console.is_terminal,
         ) as progress:
             bar = progress.add_task("instances", total=total)
-            out = generate_all(
-                release, system, on_done=lambda _id: progress.advance(bar), llm=llm, cache_dir=cache_dir
-            )
+            out, made = generate_all(release, chosen, on_done=lambda _id: progress.advance(bar))
     except FrameInputError as exc:
         _fail(exc)
-    except Exception as exc:
-        from tasks.llm.client import LLMError
-
-        if not isinstance(exc, LLMError):
-            raise
-        print(f"frame: error: generate {system}: {str(exc).splitlines()[0]}", file=sys.stderr)
-        raise typer.Exit(1) from None
-    print(f"generations: {out}")
+    failed = [g for g in made if g.error]
+    for g in failed:
+        print(f"frame: error: generate {system}: {g.instance_id}: {g.error.splitlines()[0]}", file=sys.stderr)
+    print(f"generations: {out} ({len(made) - len(failed)} of {len(made)} report(s))")
+    if failed:
+        raise typer.Exit(1)
 
 
-def _score_request(release: Path, systems: str, metrics: str, **settings: Any):
-    """(systems, metric selection, ScoreSettings) of `frame score`'s options; one-line input errors."""
+def _eval_or_build_config(config: Path | None):
+    """(evaluation config or None, the build config's [llm] or the defaults, its data dir, its [run]).
+    A TOML with [systems], [judge], [embedder] or [score] is an evaluation config (schemas.evaluation)."""
+    import tomllib
+
+    from schemas.config import RunSettings
+    from schemas.evaluation import load_eval_config
+
+    if config is not None and config.is_file():
+        try:
+            keys = set(tomllib.loads(config.read_text(encoding="utf-8")))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+            keys = set()  # load_config below names the problem
+        if keys & {"systems", "judge", "embedder", "score"}:
+            ev = load_eval_config(config)
+            data_dir = Path(ev.build.data_dir) if ev.build is not None else None
+            llm, _ = _llm_settings(None)
+            return ev, llm, data_dir, ev.run.resolved()
+    llm, data_dir = _llm_settings(config)
+    return None, llm, data_dir, _run_settings(config) if config is not None else RunSettings().resolved()
+
+
+def _score_request(release: Path, metrics: str, ev: Any, **settings: Any):
+    """(metric selection, ScoreSettings) of `frame score`'s options and the evaluation config's [score]."""
     from pydantic import ValidationError
 
     from schemas.scoring import ScoreSettings
@@ -559,89 +603,162 @@ def _score_request(release: Path, systems: str, metrics: str, **settings: Any):
 
     if not (release / "instances.parquet").is_file():
         raise FrameInputError(release / "instances.parquet", "missing: not a frame release folder")
-    names = [s.strip() for s in systems.split(",") if s.strip()]
-    if not names or len(set(names)) != len(names):
-        raise FrameInputError("--systems", f"give distinct, comma-separated system names (got {systems!r})")
-    chosen = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else list(DEFAULT)
-    if not chosen or any(m not in selectable() for m in chosen) or len(set(chosen)) != len(chosen):
+    given = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else []
+    chosen = given or (list(ev.score.metrics) if ev is not None and ev.score.metrics else list(DEFAULT))
+    if any(m not in selectable() for m in chosen) or len(set(chosen)) != len(chosen):
         known = ", ".join(selectable())
-        raise FrameInputError("--metrics", f"give distinct names among {known} (got {metrics!r})")
+        where = "--metrics" if given else "score.metrics"
+        raise FrameInputError(where, f"give distinct names among {known} (got {','.join(chosen)!r})")
     try:
-        return names, chosen, ScoreSettings(**settings)
+        if ev is not None:
+            return chosen, ev.score_settings(**settings)
+        return chosen, ScoreSettings(**{k: v for k, v in settings.items() if v is not None})
     except ValidationError as exc:
         err = exc.errors()[0]
         raise FrameInputError(f"--{'-'.join(map(str, err['loc'])).replace('_', '-')}", err["msg"]) from None
+
+
+def _score_systems(release: Path, systems: str, ev: Any, llm: Any, cache_dir: Path, allow_missing: bool):
+    """{name: ReportSystem, or None for gold} in the order named; submissions checked (one line per
+    problem on stderr, exit 2, nothing scored)."""
+    import pandas as pd
+
+    from flows.generate import check_submissions, systems_for
+
+    names = [s.strip() for s in systems.split(",") if s.strip()] if systems else None
+    if names is not None and (not names or len(set(names)) != len(names)):
+        raise FrameInputError("--systems", f"give distinct, comma-separated system names (got {systems!r})")
+    if names is None and ev is None:
+        names = ["gold", "copy-sample", "extractive"]
+    made = systems_for(names, ev, llm, cache_dir)
+    order = names if names is not None else list(ev.systems)
+    ids = list(pd.read_parquet(release / "instances.parquet", columns=["instance_id"])["instance_id"])
+    problems = check_submissions(made, ids, allow_missing=allow_missing)
+    if problems:
+        for line in problems:
+            print(f"frame: error: {line}", file=sys.stderr)
+        raise typer.Exit(2)
+    return {n: made.get(n) for n in order}
 
 
 @app.command("score")
 def score_cmd(
     release: Annotated[Path, typer.Option("--release", help="data/releases/<name>/<version>")],
     systems: Annotated[
-        str, typer.Option("--systems", help="comma-separated: gold, copy-sample, extractive, one-shot")
-    ] = "gold,copy-sample,extractive",
+        str,
+        typer.Option(
+            "--systems",
+            help="comma-separated systems: builtins (gold, copy-sample, extractive), one-shot on \\[llm], or "
+            "names of --config's \\[systems.NAME] (default: every configured system, else the builtins)",
+        ),
+    ] = "",
     metrics: Annotated[
         str,
         typer.Option(
             "--metrics",
-            help="comma-separated metric families or metrics (`frame metrics` lists them; default: FRAME's "
-            "three)",
+            help="comma-separated metric families or metrics (`frame metrics` lists them; default: the "
+            "config's \\[score] metrics, else FRAME's three)",
         ),
     ] = "",
     judge: Annotated[
-        str, typer.Option("--judge", help="offline | openai: who judges the LLM-judged families")
-    ] = "offline",
-    embedder: Annotated[str, typer.Option("--embedder", help="minilm | openai:<model>")] = "minilm",
-    tree: Annotated[
-        str, typer.Option("--tree", help="deterministic | llm structure trees")
-    ] = "deterministic",
-    max_items: Annotated[int, typer.Option("--max-items", help="units / claims sampled per report")] = 100,
-    seed: Annotated[int, typer.Option("--seed", help="sampling and bootstrap seed")] = 0,
-    bootstrap: Annotated[int, typer.Option("--bootstrap", help="bootstrap resamples for the CIs")] = 2000,
-    gamma: Annotated[float, typer.Option("--gamma", help="depth weighting of Algorithm 1 (0 = off)")] = 0.0,
-    config: Annotated[Path | None, typer.Option("--config", help="TOML config whose [llm] is used")] = None,
+        str | None, typer.Option("--judge", help="offline | openai: who judges the LLM-judged families")
+    ] = None,
+    embedder: Annotated[str | None, typer.Option("--embedder", help="minilm | openai:<model>")] = None,
+    tree: Annotated[str | None, typer.Option("--tree", help="deterministic | llm structure trees")] = None,
+    max_items: Annotated[
+        int | None, typer.Option("--max-items", help="units / claims sampled per report")
+    ] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="sampling and bootstrap seed")] = None,
+    bootstrap: Annotated[
+        int | None, typer.Option("--bootstrap", help="bootstrap resamples for the CIs")
+    ] = None,
+    gamma: Annotated[
+        float | None, typer.Option("--gamma", help="depth weighting of Algorithm 1 (0 = off)")
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="evaluation config (\\[systems.NAME], \\[judge], \\[embedder], \\[score]) or a build "
+            "config whose \\[llm] judges",
+        ),
+    ] = None,
+    allow_missing: Annotated[
+        bool, typer.Option("--allow-missing", help="score a submission's reports even if some are missing")
+    ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="print requests, tokens and cost per role and system; call nothing"),
+    ] = False,
     out: Annotated[Path | None, typer.Option("--out", help="output folder (default data/scores/...)")] = None,
 ) -> None:
     """Score generated reports with metric families (default: FRAME's three); leaderboard with CIs; plots."""
-    import time
-
     try:
         options = {"judge": judge, "embedder": embedder, "tree": tree, "max_items": max_items}
         options |= {"seed": seed, "bootstrap": bootstrap, "gamma": gamma}
-        names, chosen, settings = _score_request(release, systems, metrics, **options)
-        llm, data_dir = _llm_settings(config)
-        data_dir = data_dir or release.resolve().parents[2]
-        run = _run_settings(config)
-        from flows.generate import check_system
-
-        for name in names:
-            if name != "gold":
-                check_system(name, llm)
+        plan = _score_plan(release, systems, metrics, config, allow_missing, options)
+        if dry_run:
+            _print_score_estimate(release, plan)
+            return
     except FrameInputError as exc:
         _fail(exc)
+    _run_score(release, plan, out)
+
+
+def _score_plan(release: Path, systems: str, metrics: str, config: Path | None, allow_missing: bool, options):
+    """Everything `frame score` resolves before it runs: config, metrics, settings, roles, systems."""
+    import os
+    from types import SimpleNamespace
+
+    ev, llm, data_dir, run = _eval_or_build_config(config)
+    chosen, settings = _score_request(release, metrics, ev, **options)
+    judge_llm = ev.judge_settings() if ev is not None and ev.judge is not None else llm
+    if judge_llm is not None and judge_llm.backend != "openai":
+        judge_llm = None
+    data_dir = data_dir or release.resolve().parents[2]
+    cache_dir = Path(os.environ.get("FRAME_CACHE_DIR") or data_dir / "cache")
+    named = _score_systems(release, systems, ev, llm, cache_dir, allow_missing)
+    return SimpleNamespace(
+        ev=ev, chosen=chosen, settings=settings, judge_llm=judge_llm, data_dir=data_dir, run=run,
+        embed_llm=ev.embedder_settings() if ev is not None else None, systems=named,
+    )  # fmt: skip
+
+
+def _print_score_estimate(release: Path, plan) -> None:
+    from flows.generate import ESTIMATE_GENERATORS
+    from tasks.score.estimate import estimate_score
+
+    cfgs = {n: (getattr(s, "config", None) if s is not None else None) for n, s in plan.systems.items()}
+    est = estimate_score(
+        release,
+        cfgs,
+        plan.judge_llm,
+        plan.chosen,
+        plan.settings,
+        prices=plan.ev.prices if plan.ev is not None else None,
+        generators=ESTIMATE_GENERATORS,
+    )
+    print(est.render_markdown())
+
+
+def _run_score(release: Path, plan, out: Path | None) -> None:
+    import datetime as dt
+    import time
 
     from flows.settings import configure_prefect, route_prefect_console
 
-    configure_prefect(data_dir, run.result_storage)
-    import datetime as dt
-
+    configure_prefect(plan.data_dir, plan.run.result_storage)
     import flows.score as score_flow
 
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    route_prefect_console(data_dir / "logs" / f"score-{stamp}.log")
+    route_prefect_console(plan.data_dir / "logs" / f"score-{stamp}.log")
     started = time.time()
+    args = (str(release), plan.systems, plan.settings, plan.judge_llm, str(out) if out else None, plan.chosen)
     try:
         result = _run_with_bar(
             "score",
             "instance x system x metric",
-            lambda: score_flow.score_release(
-                str(release),
-                names,
-                settings,
-                llm if llm.backend == "openai" else None,
-                str(out) if out else None,
-                chosen,
-                run,
-            ),
+            lambda: score_flow.score_release(*args, plan.run, plan.embed_llm),
             lambda: (score_flow.PROGRESS["done"], score_flow.PROGRESS["total"] or None),
         )
     except FrameInputError as exc:
@@ -651,6 +768,10 @@ def score_cmd(
         raise typer.Exit(1) from None
     folder = Path(str(result))
     print((folder / "leaderboard.md").read_text(encoding="utf-8"))
+    failed = json.loads((folder / "manifest.json").read_text(encoding="utf-8")).get("generation_failures", [])
+    for f in failed:  # recorded, not fatal: the other instances and systems were scored
+        line = f"frame: warning: {f['system']}: {f['instance_id']}: generation failed: {f['error']}"
+        print(line.splitlines()[0], file=sys.stderr)
     print(f"scores: {folder} ({time.time() - started:.1f} s)")
 
 
@@ -667,6 +788,33 @@ def metrics_cmd() -> None:
             print(f"  {m.name}  {m.low:g}..{m.high:g}  {arrow}")
     for name, comp in registry.comparisons().items():
         print(f"{name}: {comp.summary} [compares the systems of each instance]")
+
+
+@app.command("export-eval")
+def export_eval_cmd(
+    release: Annotated[Path, typer.Option("--release", help="data/releases/<name>/<version>")],
+    out: Annotated[Path, typer.Option("--out", help="new (or empty) folder for the kit")],
+    instances: Annotated[
+        str, typer.Option("--instances", help="comma-separated instance ids (default: every blind one)")
+    ] = "",
+) -> None:
+    """Write the blind evaluation kit of a release: per instance S, G and metadata, never the gold report.
+
+    An instance whose gold report is the sample of another instance in the kit is withheld (its answer
+    would be in the kit); `--instances` with the withheld ids makes a second kit for other participants."""
+    from tasks.release.evalkit import export_eval_kit
+
+    try:
+        chosen = [x.strip() for x in instances.split(",") if x.strip()] or None
+        summary = export_eval_kit(release, out, instances=chosen)
+    except FrameInputError as exc:
+        _fail(exc)
+    print(f"{out}: {summary['instances']} instance(s), {summary['documents']} grounding document(s)")
+    if summary.get("withheld"):
+        print(
+            f"withheld {len(summary['withheld'])} instance(s) whose gold report is the sample of another "
+            f"instance in the kit: {', '.join(summary['withheld'])}"
+        )
 
 
 @app.command("annotate")

@@ -1,155 +1,173 @@
-"""Generate one report per instance of a release with a named system (offline baselines or an LLM).
-
-Systems: `copy-sample` and `extractive` (offline baselines, `tasks.generate.baselines`) and `one-shot`
-(an OpenAI-compatible model prompted with (S, G), `tasks.generate.llm`; needs an endpoint). Reports go
-to data/generations/<release name>/<version>/<system>/: one Markdown file per instance under `reports/`
-plus `generations.parquet` (instance_id, system, markdown, metadata_json), each written atomically.
-"""
+"""`frame generate`: one report per instance of a release by one named system, written to
+data/generations/<release name>/<version>/<system>/ (tasks.generate.runs). The systems themselves
+(builtin, openai, command, submission) live in tasks.generate.systems."""
 
 from __future__ import annotations
 
+import hashlib
 import json
-import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
+from prefect import get_run_logger, task
 
+from flows.caching import PUBLIC_INPUTS
 from schemas.config import LLMSettings
-from tasks.atomic import atomic_write_bytes, atomic_write_text
-from tasks.errors import FrameInputError
-
-LLM_SYSTEMS = ("one-shot",)
-ROOT = Path(__file__).resolve().parents[1]
-# What generated reports depend on (globs under the repo root): a change here invalidates them.
-GENERATION_CODE = (
-    "tasks/generate/*.py",
-    "tasks/synthesize/retrieve.py",
-    "tasks/llm/*.py",
-    "tasks/markdown/*.py",  # the generators read S and G through the Markdown model
-    "tasks/ground/load.py",
-    "tasks/tokens.py",
-    "prompts/generate_*.md",
+from schemas.evaluation import EvalConfig
+from tasks.generate.runs import (
+    GENERATION_CODE,
+    digest_paths,
+    instance_digest,
+    load_release_inputs,
+    write_generations,
 )
-GENERATIONS_SCHEMA = pa.schema(
-    [
-        pa.field("instance_id", pa.string(), nullable=False),
-        pa.field("system", pa.string(), nullable=False),
-        pa.field("markdown", pa.string(), nullable=False),
-        pa.field("metadata_json", pa.string()),  # provenance of LLM systems ({} for baselines)
-    ]
-)
+from tasks.generate.systems import Generation, ReportSystem, make_system, select_systems
+
+__all__ = [
+    "check_submissions",
+    "generate_all",
+    "generate_for_scoring",
+    "generate_reports",
+    "generate_task",
+    "systems_for",
+]
 
 
-def digest_paths(patterns: tuple[str, ...]) -> str:
-    """sha256 (16 hex) over the files matching the globs, by relative path and content."""
-    import hashlib
-
-    h = hashlib.sha256()
-    files = sorted({p for pat in patterns for p in ROOT.glob(pat) if p.is_file()})
-    for p in files:
-        h.update(p.relative_to(ROOT).as_posix().encode())
-        h.update(p.read_bytes())
-    return h.hexdigest()[:16]
+def systems_for(
+    names: Iterable[str] | None, config: EvalConfig | None, llm: LLMSettings | None, cache_dir: Path
+) -> dict[str, ReportSystem]:
+    """The ReportSystems `--systems` names (None: every system of the config), gold excluded."""
+    chosen = select_systems(list(names) if names is not None else None, config, llm=llm)
+    return {n: make_system(n, cfg, cache_dir=cache_dir) for n, cfg in chosen.items() if n != "gold"}
 
 
-def known_systems() -> list[str]:
-    from tasks.generate.baselines import GENERATORS
-
-    return sorted([*GENERATORS, *LLM_SYSTEMS])
-
-
-def runs_folder(release: Path, system: str) -> Path:
-    """data/releases/<name>/<version> -> data/generations/<name>/<version>/<system>."""
-    release = release.resolve()
-    return release.parents[2] / "generations" / release.parent.name / release.name / system
-
-
-def _safe(instance_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", instance_id.replace("->", "__"))
-
-
-def load_release_inputs(release: Path) -> tuple[pd.DataFrame, dict[str, list[dict]]]:
-    """(instances sorted by id, grounding rows per grounding_set_id) of a release folder."""
-    inst_path, docs_path = release / "instances.parquet", release / "grounding_documents.parquet"
-    for p in (inst_path, docs_path):
-        if not p.is_file():
-            raise FrameInputError(p, "missing: not a frame release folder")
-    instances = pd.read_parquet(inst_path).sort_values("instance_id").reset_index(drop=True)
-    docs = pd.read_parquet(docs_path)
-    by_set = {str(k): g.to_dict("records") for k, g in docs.groupby("grounding_set_id")}
-    return instances, by_set
-
-
-def check_system(system: str, llm: LLMSettings | None) -> None:
-    if system not in known_systems():
-        raise FrameInputError("--system", f"unknown system {system!r} (one of {', '.join(known_systems())})")
-    if system in LLM_SYSTEMS and (llm is None or llm.backend != "openai" or not llm.base_url):
-        raise FrameInputError(
-            "--system",
-            f"{system} needs an OpenAI-compatible endpoint: set FRAME_LLM_BACKEND=openai and "
-            "FRAME_LLM_BASE_URL (and the key in the env var named by llm.api_key_env), or [llm] in --config",
-        )
+def check_submissions(
+    systems: dict[str, ReportSystem], instance_ids: list[str], *, allow_missing: bool = False
+) -> list[str]:
+    """Every problem of every submission system against the release (one line each; empty = usable)."""
+    problems: list[str] = []
+    for system in systems.values():
+        check = getattr(system, "check", None)
+        if check is not None:
+            problems += check(instance_ids, allow_missing=allow_missing)
+    return problems
 
 
 def generate_reports(
     release: Path,
-    system: str,
-    *,
-    llm: LLMSettings | None = None,
-    cache_dir: Path | None = None,
+    system: ReportSystem,
     on_done: Callable[[str], None] | None = None,
-) -> list[dict[str, Any]]:
-    """One row {instance_id, system, markdown, metadata_json} per instance (nothing written)."""
-    check_system(system, llm)
+) -> list[Generation]:
+    """One Generation per instance of `release` (nothing written); a failed instance does not stop
+    the others."""
     instances, by_set = load_release_inputs(release)
-    rows = []
+    out = []
     for inst in instances.to_dict("records"):
-        grounding = by_set.get(str(inst["grounding_set_id"]), [])
-        if system in LLM_SYSTEMS:
-            from tasks.generate.llm import one_shot
-
-            assert llm is not None and cache_dir is not None
-            md, meta = one_shot(inst, grounding, llm, cache_dir)
-        else:
-            from tasks.generate.baselines import generate_report
-
-            md, meta = generate_report(system, inst, grounding), {}
-        rows.append(
-            {
-                "instance_id": inst["instance_id"],
-                "system": system,
-                "markdown": md,
-                "metadata_json": json.dumps(meta, sort_keys=True, default=str),
-            }
-        )
+        out.append(system.generate(inst, by_set.get(str(inst["grounding_set_id"]), [])))
         if on_done is not None:
-            on_done(inst["instance_id"])
-    return rows
-
-
-def write_generations(release: Path, system: str, rows: list[dict[str, Any]]) -> Path:
-    """Write the rows as reports/*.md + generations.parquet (atomic per file); returns the folder."""
-    out = runs_folder(release, system)
-    for r in rows:
-        atomic_write_text(out / "reports" / f"{_safe(r['instance_id'])}.md", r["markdown"])
-    table = pa.Table.from_pylist(rows, schema=GENERATIONS_SCHEMA)
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
-    atomic_write_bytes(out / "generations.parquet", sink.getvalue().to_pybytes())
+            on_done(str(inst["instance_id"]))
     return out
 
 
 def generate_all(
-    release: Path,
+    release: Path, system: ReportSystem, on_done: Callable[[str], None] | None = None
+) -> tuple[Path, list[Generation]]:
+    """Generate and write the reports of `system`; returns (folder, generations). Check submissions
+    first (check_submissions): a submission system refuses to generate before."""
+    generations = generate_reports(release, system, on_done)
+    return write_generations(release, system.name, generations), generations
+
+
+@task(name="generate", cache_policy=PUBLIC_INPUTS, persist_result=True)
+def generate_task(
     system: str,
-    on_done: Callable[[str], None] | None = None,
-    *,
-    llm: LLMSettings | None = None,
-    cache_dir: Path | None = None,
-) -> Path:
-    rows = generate_reports(release, system, llm=llm, cache_dir=cache_dir, on_done=on_done)
-    return write_generations(release, system, rows)
+    identity: dict,
+    instance_id: str,
+    instance_sha: str,
+    code: str,
+    _system: ReportSystem | None = None,
+    _instance: dict | None = None,
+    _grounding: list | None = None,
+) -> dict:
+    """One report of one system, keyed by the system's identity and what it sees of the instance. A
+    failed generation raises, so it is not cached: a rerun tries that instance again."""
+    assert _system is not None and _instance is not None
+    got = _system.generate(_instance, list(_grounding or []))
+    if got.error is not None:
+        raise RuntimeError(got.error)
+    return {"markdown": got.markdown, "metadata": got.metadata}
+
+
+def generate_for_scoring(
+    rel: Path,
+    systems: dict[str, ReportSystem | None],
+    gold: dict[str, str],
+    outcome: Callable[[Any, str, list[str]], Any],
+) -> tuple[dict[str, dict[str, str]], dict[str, str], list[dict[str, Any]]]:
+    """Inside the score flow: one cached `generate` task per (system, instance); `None` systems (gold)
+    take `gold`. Returns ({system: {instance_id: report}}, sha256 of each system's reports, failed
+    generations); `outcome(future, label, failures)` waits for a task (flows.score)."""
+    instances, by_set = load_release_inputs(rel)
+    code = digest_paths(GENERATION_CODE)
+    futures = []
+    for name, system in systems.items():
+        if system is None:
+            continue
+        for inst in instances.to_dict("records"):
+            g = by_set.get(str(inst["grounding_set_id"]), [])
+            key = (name, system.identity(), inst["instance_id"], instance_digest(inst, g), code)
+            futures.append(
+                (
+                    name,
+                    inst["instance_id"],
+                    generate_task.submit(*key, _system=system, _instance=inst, _grounding=g),
+                )
+            )
+    made: dict[str, list[Generation]] = {n: [] for n, s in systems.items() if s is not None}
+    for name, iid, fut in futures:
+        errors: list[str] = []
+        got = outcome(fut, f"{iid} {name} generate", errors)
+        made[name].append(
+            Generation(iid, got["markdown"], got["metadata"], None)
+            if got is not None
+            else Generation(iid, None, {}, errors[0].split(": ", 1)[-1])
+        )
+    generated: dict[str, dict[str, str]] = {n: dict(gold) for n, s in systems.items() if s is None}
+    digests: dict[str, str] = {}
+    failed = []
+    for name, gens in made.items():
+        folder = write_generations(rel, name, gens)
+        generated[name] = {g.instance_id: g.markdown for g in gens if g.markdown is not None}
+        digests[name] = hashlib.sha256(json.dumps(generated[name], sort_keys=True).encode()).hexdigest()
+        failed += [{"system": name, "instance_id": g.instance_id, "error": g.error} for g in gens if g.error]
+        get_run_logger().info("%s: %d report(s) in %s", name, len(generated[name]), folder)
+    for f in failed:
+        get_run_logger().warning("generation failed: %s %s: %s", f["system"], f["instance_id"], f["error"])
+    return generated, digests, failed
+
+
+def _one_shot_messages(cfg: Any, instance: Any, grounding: Any, llm: LLMSettings) -> list[list[dict]]:
+    from tasks.generate.llm import PROMPT, build_messages
+    from tasks.llm.prompts import prompt_file_or
+
+    docs = [
+        (str(d["doc_id"]), str(d.get("title") or d["doc_id"]), str(d.get("markdown") or ""))
+        for d in grounding
+    ]
+    prompt = prompt_file_or(getattr(cfg, "prompt", None), PROMPT)
+    return [build_messages(str(instance["sample_markdown"]), docs, llm, prompt)[0]]
+
+
+def _section_messages(cfg: Any, instance: Any, grounding: Any, llm: LLMSettings) -> list[list[dict]]:
+    from tasks.generate.sections import PROMPT, plan_sections
+    from tasks.llm.prompts import prompt_file_or
+
+    _, requests = plan_sections(
+        instance, grounding, llm, prompt_file_or(getattr(cfg, "prompt", None), PROMPT)
+    )
+    return [[dict(m) for m in r.messages] for r in requests if r is not None]
+
+
+# The requests each generation strategy would send, for `frame score --dry-run` (tasks.score.estimate).
+ESTIMATE_GENERATORS = {"one-shot": _one_shot_messages, "section-by-section": _section_messages}

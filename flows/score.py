@@ -8,7 +8,6 @@ recomputes only what changed or failed. The families themselves live in tasks.sc
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import threading
 from pathlib import Path
@@ -17,22 +16,18 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows.caching import STABLE
-from flows.generate import (
-    GENERATION_CODE,
-    LLM_SYSTEMS,
-    check_system,
-    digest_paths,
-    generate_reports,
-    load_release_inputs,
-    write_generations,
-)
+from flows.caching import PUBLIC_INPUTS, STABLE
+from flows.generate import generate_for_scoring, systems_for
 from schemas.config import LLMSettings, RunSettings
 from schemas.scoring import MetricResult, ScoreSettings
 from tasks.errors import FrameInputError
+from tasks.generate.runs import (
+    load_release_inputs,
+)
+from tasks.generate.systems import ReportSystem
 from tasks.score import registry
 from tasks.score.inputs import available_inputs
-from tasks.score.metric import Inputs, JudgeEnv, instance_seed, llm_identity
+from tasks.score.metric import Inputs, JudgeEnv, instance_seed
 from tasks.score.outputs import ScoreRun, release_id, scores_folder, write_outputs
 
 __all__ = ["GOLD", "PROGRESS", "instance_seed", "release_id", "score_release", "score_release_flow"]
@@ -50,9 +45,11 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def judge_env(settings: ScoreSettings, llm: LLMSettings | None) -> JudgeEnv:
+def judge_env(
+    settings: ScoreSettings, llm: LLMSettings | None, embed_llm: LLMSettings | None = None
+) -> JudgeEnv:
     """One env per settings in this process: its embedder and client are shared by every family."""
-    env = JudgeEnv(settings, llm, _cache_dir())
+    env = JudgeEnv(settings, llm, _cache_dir(), embed_llm)
     with _ENVS_LOCK:
         return _ENVS.setdefault(env.key(), env)
 
@@ -62,16 +59,6 @@ def _cache_dir() -> Path:
 
 
 # ---------------------------------------------------------------- Prefect tasks
-
-
-@task(name="generate", cache_policy=STABLE, persist_result=True)
-def generate_task(
-    release: str, system: str, instances_sha: str, llm: dict, code: str, _llm: LLMSettings | None = None
-) -> list[dict]:
-    """All reports of one system (cached: a rerun reuses them without calling the generator)."""
-    rows = generate_reports(Path(release), system, llm=_llm, cache_dir=_cache_dir())
-    get_run_logger().info("generated %d report(s) with %s", len(rows), system)
-    return rows
 
 
 @task(name="score", cache_policy=STABLE, persist_result=True)
@@ -86,10 +73,11 @@ def score_task(
     code: str,
     _inputs: Inputs | None = None,
     _llm: LLMSettings | None = None,
+    _embed_llm: LLMSettings | None = None,
 ) -> list[dict]:
     """One metric family for one (instance, system). `_inputs` is the data `digests` names (the cache key
     holds the digests), so an edit of any text the family reads invalidates it."""
-    fam = registry.build(family, judge_env(settings, _llm))
+    fam = registry.build(family, judge_env(settings, _llm, _embed_llm))
     if _inputs is None or type(fam).input_digests(_inputs) != digests:
         raise FrameInputError(f"{instance_id} ({system})", "report text changed while scoring")
     results = fam.score(_inputs)
@@ -110,11 +98,12 @@ def prepare_task(
     code: str,
     _gold: str = "",
     _llm: LLMSettings | None = None,
+    _embed_llm: LLMSettings | None = None,
 ) -> dict:
     """A family's per-instance preparation from the gold report (e.g. the scaffold), for every system."""
     if sha(_gold) != gold_sha:
         raise FrameInputError(instance_id, "gold report changed while scoring")
-    prepared = registry.build(family, judge_env(settings, _llm)).prepare(_gold)
+    prepared = registry.build(family, judge_env(settings, _llm, _embed_llm)).prepare(_gold)
     get_run_logger().info("%s %s: prepared", instance_id, family)
     return prepared
 
@@ -130,23 +119,15 @@ def compare_task(
     code: str,
     _texts: dict | None = None,
     _llm: LLMSettings | None = None,
+    _embed_llm: LLMSettings | None = None,
 ) -> list[dict]:
     """A comparison family's judgment of every system of one instance (`_texts`: gold + reports)."""
     texts = dict(_texts or {})  # a copy: the caller's dict stays intact for a retry
     gold = texts.pop(GOLD)
-    return registry.build(family, judge_env(settings, _llm)).compare(instance_id, gold, texts, {})
+    return registry.build(family, judge_env(settings, _llm, _embed_llm)).compare(instance_id, gold, texts, {})
 
 
-class _ExcludePrivate(type(STABLE)):
-    """STABLE, minus inputs whose name starts with "_" (the data is keyed by its sha256 instead)."""
-
-    def compute_key(self, task_ctx, inputs, flow_parameters, **kwargs: Any) -> str | None:
-        public = {k: v for k, v in (inputs or {}).items() if not k.startswith("_")}
-        return super().compute_key(task_ctx, public, flow_parameters, **kwargs)
-
-
-_KEY = _ExcludePrivate()
-generate_task = generate_task.with_options(cache_policy=_KEY)
+_KEY = PUBLIC_INPUTS
 score_task = score_task.with_options(cache_policy=_KEY)
 prepare_task = prepare_task.with_options(cache_policy=_KEY)
 compare_task = compare_task.with_options(cache_policy=_KEY)
@@ -179,71 +160,67 @@ def _outcome(fut: Any, label: str, failures: list[str]) -> Any:
 
 def score_release(
     release: str,
-    systems: list[str],
+    systems: list[str] | dict[str, ReportSystem],
     settings: ScoreSettings,
     llm: LLMSettings | None = None,
     out_dir: str | None = None,
     metrics: list[str] | None = None,
     run: RunSettings | None = None,
+    embed_llm: LLMSettings | None = None,
 ) -> str:
     """The score flow on the task runner that `run` (a config's `[run]`; default: threads) selects, with
-    the FRAME_TASK_RUNNER / FRAME_DASK_ADDRESS overrides. Where tasks run is not part of any cache key."""
+    the FRAME_TASK_RUNNER / FRAME_DASK_ADDRESS overrides. Where tasks run is not part of any cache key.
+    `systems` names builtins (or `one-shot` on `llm`) or maps names to ReportSystems; `llm` is the
+    judge role's endpoint, `embed_llm` the embedder's (default: the judge's)."""
     from flows.runners import make_task_runner
 
+    if not isinstance(systems, dict):
+        names = list(systems)
+        made = systems_for([n for n in names if n != GOLD], None, llm, _cache_dir())
+        systems = {n: made[n] for n in names if n != GOLD} | ({GOLD: None} if GOLD in names else {})
+        systems = {n: systems[n] for n in names}  # keep the order given
     flow_on_runner = score_release_flow.with_options(task_runner=make_task_runner(run or RunSettings()))
-    return flow_on_runner(release, systems, settings, llm, out_dir, metrics)
+    return flow_on_runner(release, systems, settings, llm, out_dir, metrics, embed_llm)
 
 
-def _generate(rel: Path, systems: list[str], gold: dict[str, str], llm: LLMSettings | None):
-    """{system: {instance_id: report}} and the digest of each system's reports."""
-    llm_id, code = llm_identity(llm), digest_paths(GENERATION_CODE)
-    # generations depend on S and G: key them on the bytes of the release tables that hold them
-    inst_sha = hashlib.sha256(
-        (rel / "instances.parquet").read_bytes() + (rel / "grounding_documents.parquet").read_bytes()
-    ).hexdigest()
-    generated: dict[str, dict[str, str]] = {}
-    digests: dict[str, str] = {}
-    for system in systems:
-        if system == GOLD:
-            generated[system] = dict(gold)
-            continue
-        rows = generate_task(
-            str(rel), system, inst_sha, llm_id if system in LLM_SYSTEMS else {}, code, _llm=llm
-        )
-        folder = write_generations(rel, system, rows)
-        generated[system] = {r["instance_id"]: r["markdown"] for r in rows}
-        digests[system] = sha(json.dumps(generated[system], sort_keys=True))
-        get_run_logger().info("%s: %d report(s) in %s", system, len(rows), folder)
-    return generated, digests
+def _notes(systems: dict[str, ReportSystem | None], llm: LLMSettings | None, env: JudgeEnv) -> dict[str, str]:
+    """{system: "self-judged"} for each system whose model is the LLM judge's model."""
+    if llm is None or env.offline:
+        return {}
+    return {
+        n: "self-judged"
+        for n, s in systems.items()
+        if s is not None and s.identity().get("model") == llm.model
+    }
 
 
 @flow(name="score", log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=2))
 def score_release_flow(
     release: str,
-    systems: list[str],
+    systems: dict[str, ReportSystem | None],
     settings: ScoreSettings,
     llm: LLMSettings | None = None,
     out_dir: str | None = None,
     metrics: list[str] | None = None,
+    embed_llm: LLMSettings | None = None,
 ) -> str:
     """Score every instance of `release` for every system and selected family; returns the output folder.
 
     `metrics` names families, metrics or comparison families (tasks.score.registry.selectable); a metric
     of a multi-metric family selects the whole family."""
-    selection, families, comparisons = registry.plan(metrics, len([s for s in systems if s != GOLD]))
+    names = list(systems)
+    selection, families, comparisons = registry.plan(metrics, len([s for s in names if s != GOLD]))
     rel = Path(release).resolve()
     instances, _ = load_release_inputs(rel)
-    for s in systems:
-        if s != GOLD:
-            check_system(s, llm)
     # the families' code digests (cache keys) first, before any task runs: parsing is not thread-safe
     codes = {f: registry.code_digest(f) for f in (*families, *comparisons)}
-    env = judge_env(settings, llm)
-    job = _Job(rel, instances.to_dict("records"), systems, env, llm)
-    generated, gen_digest = _generate(rel, systems, job.gold, llm)
+    env = judge_env(settings, llm, embed_llm)
+    job = _Job(rel, instances.to_dict("records"), names, env, llm)
     in_flow = [c for c in comparisons if registry.build(c, env).in_flow()]
     per_instance = sum(registry.family(f).prepares for f in families) + len(comparisons) - len(in_flow)
-    _start_progress(len(job.records) * (len(systems) * len(families) + per_instance))
+    n_made = len([s for s in systems.values() if s is not None])
+    _start_progress(len(job.records) * (n_made + len(names) * len(families) + per_instance))
+    generated, gen_digest, gen_failed = generate_for_scoring(rel, systems, job.gold, _outcome)
     failures: list[str] = []
     prepared = {f: job.prepare(f, failures) for f in families if registry.family(f).prepares}
     results = job.score(families, generated, prepared, failures) if not failures else []
@@ -253,20 +230,16 @@ def score_release_flow(
             get_run_logger().error("failed: %s", f)
         raise RuntimeError(f"{len(failures)} score task(s) failed; first: {failures[0]} (rerun resumes)")
     parts = [registry.build(f, env).prepared_outputs(p) for f, p in prepared.items()]
-    contenders = [s for s in systems if s != GOLD]
+    contenders = [s for s in names if s != GOLD]
     parts += [registry.build(c, env).outputs(v, contenders) for c, v in votes.items()]
     out = Path(out_dir) if out_dir else scores_folder(rel)
-    run = ScoreRun(
-        rel,
-        instances,
-        results,
-        systems,
-        selection,
-        settings,
-        gen_digest,
-        codes,
-        llm_identity(llm),
-    )
+    run = ScoreRun(rel, instances, results, names, selection, settings, gen_digest, codes, env.identity())
+    run.notes = _notes(systems, llm, env)
+    run.extra["system_identities"] = {
+        n: (s.identity() if s is not None else {"kind": "builtin", "builtin": GOLD})
+        for n, s in systems.items()
+    }
+    run.extra["generation_failures"] = gen_failed
     for files, extra in parts:
         run.files.update(files)
         run.extra.update(extra)
@@ -284,13 +257,13 @@ class _Job:
         self.rel, self.records, self.systems, self.env, self.llm = rel, records, systems, env, llm
         self.gold = {r["instance_id"]: str(r["target_markdown"]) for r in records}
         self.settings = env.settings
-        self.judge_llm = llm_identity(llm) if env.uses_llm else {}
+        self.judge_llm = env.identity() if env.uses_llm else {}
 
     def _submit(self, task_: Any, family: str, instance_id: str, *keys: Any, **data: Any) -> Any:
         """Submit `task_` with the run's common key parts (release, settings, endpoint, family code)."""
         code = registry.code_digest(family)
         args = (family, str(self.rel), instance_id, *keys, self.settings, self.judge_llm, code)
-        return task_.submit(*args, _llm=self.llm, **data)
+        return task_.submit(*args, _llm=self.llm, _embed_llm=self.env.embed_llm, **data)
 
     def prepare(self, family: str, failures: list[str]) -> dict[str, dict]:
         futures = [
@@ -305,6 +278,8 @@ class _Job:
             iid = inst["instance_id"]
             seed = instance_seed(self.settings.seed, iid)
             for system in self.systems:
+                if iid not in generated[system]:
+                    continue  # its generation failed (recorded in the manifest)
                 for family in families:
                     cls = registry.family(family)
                     available = available_inputs(self.rel, inst, prepared.get(family, {}).get(iid))
@@ -332,7 +307,7 @@ class _Job:
         futures = []
         for inst in self.records:
             iid = inst["instance_id"]
-            reports = {s: generated[s][iid] for s in contenders}
+            reports = {s: generated[s][iid] for s in contenders if iid in generated[s]}
             if fam.in_flow():
                 rows.extend(fam.compare(iid, self.gold[iid], reports, values.get(iid, {})))
                 continue

@@ -10,7 +10,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -317,15 +317,20 @@ def _field_path(loc: tuple) -> str:
     return "".join(parts)
 
 
-def load_config(path: str | Path) -> FrameConfig:
-    """Read and validate a TOML config. Relative paths resolve against the config file's folder."""
-    path = Path(path)
+def read_toml(path: Path) -> dict[str, Any]:
+    """The parsed TOML file; a one-line ConfigError when it is missing or not TOML."""
     if not path.is_file():
         raise ConfigError(path, "config file not found")
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(path, f"not valid TOML ({str(exc).splitlines()[0]})") from None
+
+
+def load_config(path: str | Path) -> FrameConfig:
+    """Read and validate a TOML config. Relative paths resolve against the config file's folder."""
+    path = Path(path)
+    raw = read_toml(path)
     try:
         cfg = FrameConfig.model_validate(raw)
     except ValidationError as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import re
 import warnings
 
@@ -13,11 +14,22 @@ import pytest
 
 from tasks.score.leaderboard import (
     BOARD_COLUMNS,
+    PAIRED_COLUMNS,
+    WIN_COLUMNS,
     bootstrap_ci,
     cell_seed,
     leaderboard,
     leaderboard_csv,
+    leaderboard_files,
     leaderboard_markdown,
+    paired_tests,
+    paired_tests_csv,
+    primary_metrics,
+    ranking,
+    self_judged_notes,
+    win_matrices,
+    win_matrix,
+    win_matrix_csv,
 )
 from tasks.score.plots import bucketize, plot_metric_vs_buckets, quantile_edges
 
@@ -164,6 +176,14 @@ def test_leaderboard_counts_undefined_values():
     assert gamma["n"] == 0 and gamma["n_undefined"] == 8 and np.isnan(gamma["ci_low"])
     md = leaderboard_markdown(board.reset_index())
     assert "(n=6)" in md and "n/a (n=0)" in md and "undefined" in md
+    # a system with no defined value is not ranked: no paired test, no win-matrix row
+    paired = paired_tests(scores, n_resamples=200)
+    assert list(paired.loc[paired["metric"] == "coverage", "system"]) == ["beta"]
+    assert list(win_matrix(scores, "coverage").index) == ["beta", "alpha"]
+    beta = paired[
+        (paired["metric"] == "faithfulness") & ((paired["system"] == "beta") | (paired["versus"] == "beta"))
+    ]
+    assert set(beta["n"]) == {6}  # only instances both systems have defined
 
 
 def test_leaderboard_rejects_duplicates_and_out_of_range():
@@ -197,42 +217,49 @@ def _table(md: str, metric: str) -> list[list[str]]:
     return [[c.strip() for c in ln.strip("|").split(" | ")] for ln in lines]
 
 
-def test_markdown_bold_best_per_column():
+def _wide_table(md: str) -> list[list[str]]:
+    """The Table-6 board of a leaderboard.md: header, then the body rows (the alignment row dropped)."""
+    block = md.split("### ")[0]
+    lines = [ln for ln in block.splitlines() if ln.startswith("|")]
+    rows = [[c.strip() for c in ln.strip("|").split(" | ")] for ln in lines]
+    return [rows[0], *rows[2:]]
+
+
+def test_markdown_bold_best_per_row():
     scores = make_scores(systems=("alpha", "beta", "gamma|x"))
     board = leaderboard(scores, n_resamples=300, seed=2)
     md = leaderboard_markdown(board)
     assert "percentile bootstrap" in md and "300 resamples" in md and "seed 2" in md
     assert "Overall 16" in md and "Financial Qtr. 4" in md
-    for metric in METRICS:
-        rows = _table(md, metric)
-        header, body = rows[0], rows[2:]
-        assert header == [
-            "System",
-            "Overall",
-            "Financial Qtr.",
-            "Financial Ann.",
-            "Academic Simp.",
-            "Academic Comp.",
-        ]
-        assert [r[0] for r in body] == ["alpha", "beta", "gamma\\|x"]
-        for j, scope in enumerate(["overall", *CATS], start=1):
-            bold = [r[0] for r in body if r[j].startswith("**")]
-            sub = board[(board["metric"] == metric) & (board["scope"] == scope)]
-            best = sub.loc[sub["mean"].idxmax(), "system"]
-            assert bold == [best.replace("|", "\\|")]
-            for r in body:
-                assert re.fullmatch(r"\**\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]\**", r[j])
-    # the requested row order is honoured
+    header, *body = _wide_table(md)
+    assert header == ["Metric", "Data", "alpha", "beta", "gamma\\|x"]
+    assert [r[1] for r in body[:5]] == [
+        "Overall",
+        "Financial Qtr.",
+        "Financial Ann.",
+        "Academic Simp.",
+        "Academic Comp.",
+    ]
+    assert [r[0] for r in body] == [x for m in METRICS for x in (m, "", "", "", "")]
+    scopes = ["overall", *CATS]
+    for k, r in enumerate(body):
+        metric, scope = METRICS[k // 5], scopes[k % 5]
+        sub = board[(board["metric"] == metric) & (board["scope"] == scope)].set_index("system")
+        bold = [name for name, cell in zip(header[2:], r[2:], strict=True) if cell.startswith("**")]
+        assert bold == [str(sub["mean"].idxmax()).replace("|", "\\|")]
+        for cell in r[2:]:
+            assert re.fullmatch(r"\**\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]\**", cell)
+    # the requested column order is honoured, the others follow sorted
     md2 = leaderboard_markdown(board, systems=["gamma|x", "alpha"])
-    assert [r[0] for r in _table(md2, "coverage")[2:]] == ["gamma\\|x", "alpha", "beta"]
+    assert _wide_table(md2)[0][2:] == ["gamma\\|x", "alpha", "beta"]
 
 
 def test_markdown_ties_bold_all():
     scores = make_scores(n_inst=4, systems=("a", "b"))
     scores.loc[scores["system"] == "b", "value"] = scores.loc[scores["system"] == "a", "value"].to_numpy()
     md = leaderboard_markdown(leaderboard(scores, n_resamples=100))
-    body = _table(md, "structure")[2:]
-    assert all(r[1].startswith("**") for r in body)
+    body = _wide_table(md)[1:]
+    assert body and all(r[2].startswith("**") and r[3].startswith("**") for r in body)
 
 
 def test_csv_deterministic_and_roundtrips():
@@ -245,6 +272,254 @@ def test_csv_deterministic_and_roundtrips():
     assert len(back) == len(board)
     assert np.allclose(back["mean"], board["mean"], atol=1e-6)
     assert re.search(r",0\.\d{6},", text)
+
+
+# ---------------------------------------------------------------- several systems: Table 6, tests, wins
+
+FOUR_METRICS = ("structure", "coverage", "text_edit_distance")  # text_edit_distance: lower is better
+TWO_CATS = ("financial_annual", "academic_simple")
+# beta's per-instance offset from alpha: +-0.02, summing to zero over all 12 instances and within each
+# category (instance i is in category i % 2), so the true mean difference alpha - beta is exactly 0.2
+NOISE = np.array([1, 1, -1, -1] * 3) * 0.02
+
+
+def make_four(seed=3) -> pd.DataFrame:
+    """4 systems + gold x 12 instances x 3 metrics x 2 categories, with known gaps.
+
+    Quality q per (metric, instance): alpha = base + 0.3, beta = base + 0.1 + NOISE, gamma = delta =
+    base, gold = 1; text_edit_distance (lower is better) = 1 - q. On coverage only: beta is undefined on
+    inst00 and falls below gamma/delta on inst07 (base - 0.05); gamma beats delta on inst05 (+0.05).
+    """
+    rng = np.random.default_rng(seed)
+    rows = []
+    for metric in FOUR_METRICS:
+        base = rng.uniform(0.3, 0.5, 12)
+        for i in range(12):
+            q = {
+                "alpha": base[i] + 0.3,
+                "beta": base[i] + 0.1 + NOISE[i],
+                "gamma": base[i],
+                "delta": base[i],
+                "gold": 1.0,
+            }
+            if metric == "coverage":
+                q["beta"] = {0: np.nan, 7: base[i] - 0.05}.get(i, q["beta"])
+                q["gamma"] += 0.05 if i == 5 else 0.0
+            for system, v in q.items():
+                rows.append(
+                    {
+                        "instance_id": f"inst{i:02d}",
+                        "category": TWO_CATS[i % 2],
+                        "system": system,
+                        "metric": metric,
+                        "value": 1.0 - v if metric == "text_edit_distance" else v,
+                        "judge": "deterministic" if metric == "text_edit_distance" else "openai:judge-model",
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def four():
+    scores = make_four()
+    files = leaderboard_files(scores, seed=4, n_resamples=400, notes={"beta": "self-judged"})
+    return {"scores": scores, "files": files, "paired": paired_tests(scores, seed=4)}
+
+
+def test_table6_layout_systems_as_columns_gold_last(four):
+    md = four["files"]["leaderboard.md"]
+    header, *body = _wide_table(md)
+    assert header == [
+        "Metric",
+        "Data",
+        "alpha",
+        "beta _(self-judged)_",
+        "delta",
+        "gamma",
+        "gold _(reference)_",
+    ]
+    labels = ["structure", "coverage", "text_edit_distance (lower is better)"]
+    assert [r[0] for r in body] == [x for m in labels for x in (m, "", "")]
+    assert [r[1] for r in body] == ["Overall", "Financial Ann.", "Academic Simp."] * 3
+    board = leaderboard(four["scores"], seed=4, n_resamples=400).set_index(["system", "scope", "metric"])
+    cell = board.loc[("gamma", "academic_simple", "structure")]
+    assert body[2][5] == f"{cell['mean']:.3f} [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]"
+    assert body[0][6] == "1.000 [1.000, 1.000]"  # gold: the ceiling, not bold
+    # beta lacks inst00 on coverage: its cells show their own n
+    assert body[3][3].endswith("(n=11)") and body[4][3].endswith("(n=5)") and "(n=" not in body[5][3]
+    # gold stays last even when asked first; the requested order of the others is kept
+    md2 = leaderboard_markdown(
+        leaderboard(four["scores"], n_resamples=100), systems=["gold", "gamma", "alpha"]
+    )
+    assert _wide_table(md2)[0][2:] == ["gamma", "alpha", "beta", "delta", "gold _(reference)_"]
+    assert "Judges: structure: openai:judge-model; coverage: openai:judge-model" in md
+    assert "never ranked or bold" in md
+
+
+def test_table6_bold_respects_direction(four):
+    header, *body = _wide_table(four["files"]["leaderboard.md"])
+    for r in body:
+        bold = [name for name, cell in zip(header[2:], r[2:], strict=True) if cell.startswith("**")]
+        # alpha is best everywhere: highest quality, so the lowest text_edit_distance; gold (1.0 / 0.0)
+        # is better still but is a reference, never bold
+        assert bold == ["alpha"], r
+    # the bold follows the values, not the system: with text_edit_distance flipped (v -> 1 - v) alpha
+    # has the highest distance and the tied delta and gamma the lowest, so both are bold
+    flipped = four["scores"].copy()
+    ted = flipped["metric"] == "text_edit_distance"
+    flipped.loc[ted, "value"] = 1.0 - flipped.loc[ted, "value"]
+    header2, *body2 = _wide_table(leaderboard_markdown(leaderboard(flipped, n_resamples=100)))
+    for r in body2[6:]:
+        bold = [name for name, cell in zip(header2[2:], r[2:], strict=True) if cell.startswith("**")]
+        assert bold == ["delta", "gamma"], r
+
+
+def test_paired_tests_next_best(four):
+    paired = four["paired"]
+    assert list(paired.columns) == list(PAIRED_COLUMNS)
+    assert list(paired["metric"]) == [m for m in FOUR_METRICS for _ in range(3)]
+    assert list(paired["rank"]) == [1, 2, 3] * 3
+    pairs = {(r.metric, r.system): r for r in paired.itertuples()}
+    assert [(r.system, r.versus) for r in paired.itertuples() if r.metric == "structure"] == [
+        ("alpha", "beta"),
+        ("beta", "delta"),  # gamma and delta tie: ranked by name
+        ("delta", "gamma"),
+    ]
+    assert [(r.system, r.versus) for r in paired.itertuples() if r.metric == "coverage"] == [
+        ("alpha", "beta"),
+        ("beta", "gamma"),
+        ("gamma", "delta"),
+    ]
+    top = pairs[("structure", "alpha")]
+    # all 12 differences positive: the exact sign-flip test (2**12 <= 9999) gives p = 2 / 2**12
+    assert top.n == 12 and top.p_value == pytest.approx(2 / 4096)
+    # the CI contains the true mean difference (0.2 by construction) and is narrow (noise +-0.02)
+    assert top.mean_diff == pytest.approx(0.2)
+    assert top.ci_low < 0.2 < top.ci_high and top.ci_high - top.ci_low < 0.03
+    ted = pairs[("text_edit_distance", "alpha")]
+    assert ted.mean_diff == pytest.approx(-0.2) and ted.ci_low < -0.2 < ted.ci_high and ted.p_value < 0.001
+    # identical systems: difference 0, p = 1
+    same = pairs[("structure", "delta")]
+    assert (same.versus, same.mean_diff, same.ci_low, same.ci_high, same.p_value) == ("gamma", 0, 0, 0, 1.0)
+    # gamma beats delta on one coverage instance of 12, ties on the rest: no evidence of a difference
+    assert pairs[("coverage", "gamma")].p_value == pytest.approx(1.0)
+    assert pairs[("coverage", "alpha")].n == 11  # beta undefined on inst00
+    assert "gold" not in set(paired["system"]) | set(paired["versus"])
+    assert ranking(four["scores"], "text_edit_distance") == ["alpha", "beta", "delta", "gamma"]
+
+
+def test_paired_p_value_matches_enumeration():
+    """The p-value is the two-sided sign-flip permutation p, checked against a full enumeration."""
+    rng = np.random.default_rng(8)
+    a = rng.uniform(0.2, 0.8, 9)
+    b = np.clip(a + rng.normal(-0.03, 0.1, 9), 0, 1)
+    rows = [
+        {"instance_id": f"i{i}", "category": "academic_simple", "system": s, "metric": "coverage", "value": v}
+        for i in range(9)
+        for s, v in (("a", a[i]), ("b", b[i]))
+    ]
+    paired = paired_tests(pd.DataFrame(rows), seed=1)
+    r = paired.iloc[0]
+    first, second = ("a", "b") if a.mean() >= b.mean() else ("b", "a")
+    assert (r["system"], r["versus"]) == (first, second)
+    d = (a - b) if first == "a" else (b - a)
+    flips = np.array(list(itertools.product([1.0, -1.0], repeat=9)))
+    null = (flips * d).mean(axis=1)
+    t = d.mean()
+    expected = min(1.0, 2 * min((null >= t - 1e-12).mean(), (null <= t + 1e-12).mean()))
+    assert r["p_value"] == pytest.approx(expected)
+    assert 0.01 < expected < 1.0  # a real, non-degenerate p-value
+    # seeded: the same seed gives the same frame, another seed another bootstrap CI
+    pd.testing.assert_frame_equal(paired, paired_tests(pd.DataFrame(rows), seed=1))
+    assert paired_tests(pd.DataFrame(rows), seed=2).iloc[0]["ci_low"] != r["ci_low"]
+
+
+def test_win_matrix_counts_by_hand(four):
+    cov = win_matrix(four["scores"], "coverage")
+    assert list(cov.index) == ["alpha", "beta", "gamma", "delta"] == list(cov.columns)
+    ties, n = cov.attrs["ties"], cov.attrs["n"]
+    assert cov.loc["alpha", "beta"] == 11 and n["alpha"]["beta"] == 11  # beta undefined on inst00
+    assert (cov.loc["beta", "gamma"], cov.loc["gamma", "beta"], ties["beta"]["gamma"]) == (10, 1, 0)  # inst07
+    assert (cov.loc["gamma", "delta"], cov.loc["delta", "gamma"], ties["gamma"]["delta"]) == (1, 0, 11)
+    assert (np.diag(cov.to_numpy()) == 0).all()
+    # lower is better: alpha's lower text_edit_distance wins every instance
+    ted = win_matrix(four["scores"], "text_edit_distance")
+    assert list(ted.loc["alpha"]) == [0, 12, 12, 12] and list(ted["alpha"]) == [0, 0, 0, 0]
+    assert ted.attrs["ties"]["delta"]["gamma"] == 12 and ted.loc["delta", "gamma"] == 0
+    # default: FRAME's primary metrics present (text_edit_distance is not one)
+    assert list(win_matrices(four["scores"])) == ["structure", "coverage"]
+    only_ted = four["scores"][four["scores"]["metric"] == "text_edit_distance"]
+    assert list(win_matrices(only_ted)) == ["text_edit_distance"]
+    assert primary_metrics(["teds", "faithfulness", "structure"]) == ["structure", "faithfulness"]
+    assert win_matrix_csv(win_matrices(four["scores"])) == four["files"]["win_matrix.csv"]
+    csv = pd.read_csv(io.StringIO(four["files"]["win_matrix.csv"]))
+    assert list(csv.columns) == list(WIN_COLUMNS)
+    row = csv[(csv.metric == "coverage") & (csv.system == "beta") & (csv.versus == "gamma")].iloc[0]
+    assert (row.n, row.wins, row.losses, row.ties) == (11, 10, 1, 0)
+    assert len(csv) == 2 * 4 * 3
+
+
+def test_markdown_sections_and_notes(four):
+    md = four["files"]["leaderboard.md"]
+    assert (
+        md.index("| Metric | Data |") < md.index("### Paired tests") < md.index("### Win matrix: structure")
+    )
+    assert md.index("### Win matrix: structure") < md.index("### Win matrix: coverage")
+    assert "### Win matrix: text_edit_distance" not in md
+    paired_rows = [
+        ln for ln in md.split("### Paired tests")[1].split("###")[0].splitlines() if ln.startswith("| ")
+    ]
+    top = paired_tests(four["scores"], seed=4, n_resamples=400).iloc[0]
+    assert paired_rows[1] == (
+        "| structure | 1 | alpha | beta _(self-judged)_ | 12 | "
+        f"+0.200 [{top.ci_low:.3f}, {top.ci_high:.3f}] | {top.p_value:.3f} |"
+    )
+    assert "| structure | 3 | delta | gamma | 12 | +0.000 [0.000, 0.000] | 1.000 |" in md
+    assert "-0.200 [" in md  # text_edit_distance: the better system's difference is negative
+    cov = md.split("### Win matrix: coverage")[1]
+    assert "| gamma | 0 | 1 | – | 1 (+11 ties) |" in cov
+    assert "| beta _(self-judged)_ | 0 | – | 10 | 10 |" in cov  # inst07 to gamma and delta, inst00 undefined
+    assert "self-judged: the judge model is the system's own model" in md
+    assert md.count("beta _(self-judged)_") == 1 + 6 + 4  # header, 6 paired rows, 2 matrices x 2
+    # notes from the models of the systems and the judge
+    assert self_judged_notes("m-judge", {"beta": "m-judge", "alpha": "m-a", "gold": None}) == {
+        "beta": "self-judged"
+    }
+    assert self_judged_notes(None, {"beta": "m"}) == {}
+    # old call sites: the board alone, no extra sections, no flags
+    plain = leaderboard_markdown(leaderboard(four["scores"], seed=4, n_resamples=400))
+    assert "### Paired tests" not in plain and "### Win matrix" not in plain and "self-judged" not in plain
+    assert _wide_table(plain)[1:] == _wide_table(md)[1:]
+
+
+def test_outputs_reorder_invariant(four):
+    shuffled = four["scores"].sample(frac=1.0, random_state=11).reset_index(drop=True)
+    again = leaderboard_files(shuffled, seed=4, n_resamples=400, notes={"beta": "self-judged"})
+    assert again == four["files"]
+    assert set(again) == {"leaderboard.md", "leaderboard.csv", "paired_tests.csv", "win_matrix.csv"}
+    paired = pd.read_csv(io.StringIO(again["paired_tests.csv"]))
+    assert list(paired.columns) == list(PAIRED_COLUMNS) and len(paired) == 9
+    assert paired_tests_csv(four["paired"]).count("\n") == 10 and "\r" not in again["paired_tests.csv"]
+    # one row per (system, scope, metric), scope "overall" included
+    board = pd.read_csv(io.StringIO(again["leaderboard.csv"]))
+    assert len(board) == 5 * 3 * 3 and not board.duplicated(["system", "scope", "metric"]).any()
+    assert set(board["scope"]) == {"overall", *TWO_CATS}
+
+
+def test_single_system_keeps_per_metric_tables():
+    scores = make_four()
+    solo = scores[scores["system"].isin(["alpha", "gold"])]
+    files = leaderboard_files(solo, n_resamples=100, notes={"alpha": "self-judged"})
+    md = files["leaderboard.md"]
+    for metric in FOUR_METRICS:
+        rows = _table(md, metric)
+        assert rows[0] == ["System", "Overall", "Financial Ann.", "Academic Simp."]
+        assert [r[0] for r in rows[2:]] == ["alpha _(self-judged)_", "gold _(reference)_"]
+        assert not any("**" in c for r in rows for c in r)  # nothing to rank against
+    assert "### text_edit_distance (lower is better) (judge: deterministic)" in md
+    assert "### Paired tests" not in md and "### Win matrix" not in md
+    assert files["paired_tests.csv"] == ",".join(PAIRED_COLUMNS) + "\n"
+    assert files["win_matrix.csv"] == ",".join(WIN_COLUMNS) + "\n"
 
 
 # ---------------------------------------------------------------- buckets / plots

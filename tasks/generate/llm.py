@@ -28,7 +28,7 @@ from pydantic import BaseModel, field_validator
 from schemas.config import LLMSettings
 from tasks.errors import FrameInputError
 from tasks.llm.client import LLMClient
-from tasks.llm.prompts import load_prompt, render
+from tasks.llm.prompts import Prompt, load_prompt, prompt_file_or, render
 from tasks.markdown.document import is_heading
 from tasks.synthesize.retrieve import parse_blocks
 from tasks.tokens import count_tokens
@@ -81,10 +81,10 @@ def _render_docs(docs: list[tuple[str, str, str]], digested: set[str]) -> str:
 
 
 def build_messages(
-    sample: str, docs: list[tuple[str, str, str]], settings: LLMSettings
+    sample: str, docs: list[tuple[str, str, str]], settings: LLMSettings, prompt: Prompt | None = None
 ) -> tuple[list[dict[str, str]], dict[str, Any]]:
     """The chat messages within the input budget, plus the accounting (see the module docstring)."""
-    prompt = load_prompt(PROMPT)
+    prompt = prompt or load_prompt(PROMPT)
     budget = input_budget(settings)
     if budget <= 0:
         raise FrameInputError(
@@ -116,7 +116,7 @@ def build_messages(
             )
         digested.add(max(rest, key=lambda d: (full_tokens[d], d)))
     meta = {
-        "prompt": PROMPT,
+        "prompt": prompt.name,
         "prompt_sha256": prompt.sha256,
         "input_tokens": used,
         "input_budget": budget,
@@ -132,13 +132,16 @@ def one_shot(
     cache_dir: str | Path,
     *,
     client: LLMClient | None = None,
+    prompt: Path | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """R' for one instance by one LLM call; returns (markdown, metadata)."""
+    """R' for one instance by one LLM call; returns (markdown, metadata). `prompt` is a template file
+    replacing prompts/generate_one_shot.md (same placeholders)."""
     docs = [
         (str(r["doc_id"]), str(r.get("title") or r["doc_id"]), str(r.get("markdown") or ""))
         for r in grounding_rows
     ]
-    messages, meta = build_messages(str(instance_row["sample_markdown"]), docs, settings)
+    template = prompt_file_or(prompt, PROMPT)
+    messages, meta = build_messages(str(instance_row["sample_markdown"]), docs, settings, template)
     client = client or LLMClient(settings, cache_dir)
     result = client.complete_json(ROLE, messages, GeneratedReport, None)
     meta.update(

@@ -312,8 +312,18 @@ class _Backoff:
 class LLMClient:
     """See the module docstring. One instance may be shared by many threads."""
 
-    def __init__(self, settings: LLMSettings, cache_dir, *, cache: ResponseCache | None = None) -> None:
+    def __init__(
+        self,
+        settings: LLMSettings,
+        cache_dir,
+        *,
+        cache: ResponseCache | None = None,
+        sampling: dict[str, Any] | None = None,
+    ) -> None:
         self.settings = settings
+        # extra sampling parameters of a system under test (top_p, seed): sent and hashed only when set,
+        # so requests without them keep their cache keys
+        self.sampling = {k: v for k, v in (sampling or {}).items() if v is not None}
         secret = os.environ.get(settings.api_key_env, "").strip()
         if not secret:
             raise FrameInputError(
@@ -415,7 +425,12 @@ class LLMClient:
 
     def _params(self) -> dict[str, Any]:
         s = self.settings
-        return {"temperature": s.temperature, "max_tokens": s.max_output_tokens, "response_format": JSON_MODE}
+        return {
+            "temperature": s.temperature,
+            "max_tokens": s.max_output_tokens,
+            "response_format": JSON_MODE,
+            **self.sampling,
+        }
 
     def _create(self, messages: list[dict[str, Any]]) -> Any:
         """One chat completion (plus, once, the same request without response_format on a 400)."""
@@ -425,6 +440,7 @@ class LLMClient:
             "messages": messages,
             "temperature": s.temperature,
             "max_tokens": s.max_output_tokens,
+            **self.sampling,
         }
         with self._sem:
             if self._json_mode:

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tasks.errors import FrameInputError
+
 PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
 
 _MARKER = re.compile(r"^---([a-z_]+)---[ \t]*$", re.M)
@@ -80,6 +82,16 @@ def load_prompt(name: str, directory: str | Path | None = None) -> Prompt:
     except FileNotFoundError:
         raise PromptError(f"prompt template {path} not found") from None
     return parse_prompt(name, raw.decode("utf-8"))
+
+
+def prompt_file_or(path: str | Path | None, default: str) -> Prompt:
+    """The template in `path` (same sections and placeholders as the default), else prompts/<default>.md."""
+    if path is None:
+        return load_prompt(default)
+    try:
+        return parse_prompt(Path(path).stem, Path(path).read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, PromptError) as exc:
+        raise FrameInputError(path, f"unusable prompt template ({exc})") from None
 
 
 def _substitute(template: str, values: dict[str, str], where: str) -> str:

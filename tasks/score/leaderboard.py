@@ -1,15 +1,14 @@
-"""Leaderboard of scored systems with seeded bootstrap confidence intervals (paper 000 Table 6).
+"""Leaderboard of scored systems (paper 000 Table 6): bootstrap CIs, paired tests, win matrices.
 
-Input is the long score table, one row per (instance_id, system, metric) with columns ``instance_id``,
-``category``, ``system``, ``metric``, ``value`` (float in [0, 1]; NaN/None = undefined for that
-instance) and ``judge``. Output is a long-form board, one row per (system, scope, metric), where scope
-is ``"overall"`` or a category. Each cell is the mean over instances with a percentile bootstrap
-confidence interval over instances (``scipy.stats.bootstrap``, method="percentile").
-
-Reproducibility: every cell draws from its own generator, seeded by a hash of
-(seed, system, scope, metric), and resamples the cell's values ordered by instance_id. A cell is thus
-the same whatever the row order of the input, and whatever other systems/metrics/categories are in it.
-Undefined values (NaN) are excluded from the mean and the bootstrap and counted in ``n_undefined``.
+Input is the long score table, one row per (instance_id, system, metric): ``instance_id``, ``category``,
+``system``, ``metric``, ``value`` (NaN/None = undefined for that instance), ``judge``. ``leaderboard``
+gives one row per (system, scope, metric), scope "overall" or a category: the mean over instances and
+a seeded percentile bootstrap CI. ``leaderboard_markdown`` shows systems as columns and metric x scope
+rows (gold, the pseudo-system, as a reference column at the right); ``paired_tests`` compares each
+system with the next best (paired bootstrap CI, sign-flip permutation p-value); ``win_matrix`` counts
+per-instance wins. Every cell, pair and matrix reads its values ordered by instance_id and draws from
+its own seeded generator, so the output is the same bytes whatever the row order of the input.
+Definitions: docs/metrics/leaderboard.md.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import hashlib
 import inspect
 import io
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -30,13 +29,26 @@ __all__ = [
     "BOARD_COLUMNS",
     "CATEGORY_ORDER",
     "OVERALL",
+    "PAIRED_COLUMNS",
+    "REFERENCE",
+    "WIN_COLUMNS",
     "bootstrap_ci",
     "cell_seed",
     "leaderboard",
     "leaderboard_csv",
+    "leaderboard_files",
     "leaderboard_markdown",
     "metric_order",
+    "pair_seed",
+    "paired_tests",
+    "paired_tests_csv",
+    "primary_metrics",
+    "ranking",
     "scope_order",
+    "self_judged_notes",
+    "win_matrices",
+    "win_matrix",
+    "win_matrix_csv",
 ]
 
 OVERALL = "overall"
@@ -64,11 +76,34 @@ BOARD_COLUMNS: tuple[str, ...] = (
     "ci_high",
     "judges",
 )
+PAIRED_COLUMNS: tuple[str, ...] = (
+    "metric",
+    "rank",
+    "system",
+    "versus",
+    "n",
+    "mean_diff",
+    "ci_low",
+    "ci_high",
+    "p_value",
+)
+WIN_COLUMNS: tuple[str, ...] = ("metric", "system", "versus", "n", "wins", "losses", "ties")
 REQUIRED_SCORE_COLUMNS = ("instance_id", "category", "system", "metric", "value")
+REFERENCE = "gold"  # the gold report scored against itself: a ceiling shown for reference, never ranked
 CI_METHOD = "percentile bootstrap over instances (scipy.stats.bootstrap)"
+PAIRED_METHOD = (
+    "paired percentile bootstrap over instances (CI); two-sided paired permutation test by sign flips "
+    "of the per-instance differences (scipy.stats.permutation_test, p)"
+)
+# Two per-instance values closer than this are a tie: scores computed along different code paths may
+# differ in the last bits without either report being better.
+TIE_TOLERANCE = 1e-12
 
 # scipy >= 1.15 takes `rng`; older versions take `random_state`. Both accept a numpy Generator.
 _BOOTSTRAP_RNG_KW = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
+_PERMUTATION_RNG_KW = (
+    "rng" if "rng" in inspect.signature(stats.permutation_test).parameters else "random_state"
+)
 
 
 def bootstrap_ci(
@@ -246,100 +281,545 @@ def leaderboard(
     return board
 
 
+# ---------------------------------------------------------------- rankings, paired tests, win matrices
+
+
+def _canonical(scores: pd.DataFrame) -> pd.DataFrame:
+    """The checked score table in (metric, system, instance_id) order: every mean, pair and matrix is
+    then computed over the same values in the same order whatever the row order of the input."""
+    df = _checked_scores(scores)
+    return df.sort_values(["metric", "system", "instance_id"], kind="mergesort").reset_index(drop=True)
+
+
+def _wide(df: pd.DataFrame, metric: str, systems: Sequence[str]) -> pd.DataFrame:
+    """instance_id x system values of one metric (NaN where undefined or missing), rows sorted."""
+    sub = df[(df["metric"] == metric) & df["system"].isin(list(systems))]
+    wide = sub.pivot(index="instance_id", columns="system", values="value")
+    return wide.reindex(columns=list(systems)).sort_index()
+
+
+def _ranked(df: pd.DataFrame, metric: str, reference: str | None) -> list[tuple[str, float]]:
+    """(system, overall mean) of one metric, best first (lowest first where lower is better), ties by
+    name; the reference system and systems with no defined value are left out."""
+    sub = df[(df["metric"] == metric) & (df["system"] != reference)]
+    means = {str(s): float(np.mean(v)) for s, v in sub.dropna(subset=["value"]).groupby("system")["value"]}
+    sign = 1.0 if metric in registry.lower_is_better() else -1.0
+    return sorted(means.items(), key=lambda kv: (sign * kv[1], kv[0]))
+
+
+def ranking(scores: pd.DataFrame, metric: str, *, reference: str | None = REFERENCE) -> list[str]:
+    """Systems by overall mean of ``metric``, best first (respecting lower_is_better), ties broken by
+    name; ``reference`` (gold) and systems with no defined value are not ranked."""
+    return [s for s, _ in _ranked(_canonical(scores), metric, reference)]
+
+
+def pair_seed(seed: int, system: str, versus: str, metric: str) -> int:
+    """The seed of one paired test: first 8 bytes of sha256 over ("paired", seed, system, versus, metric)."""
+    key = "\x1f".join(("paired", str(int(seed)), str(system), str(versus), str(metric)))
+    return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big")
+
+
+def _mean_statistic(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.mean(x, axis=axis)
+
+
+def _sign_flip_p(diffs: np.ndarray, n_resamples: int, rng: np.random.Generator) -> float:
+    """Two-sided p of a paired permutation test on the mean difference: the null distribution flips the
+    sign of each per-instance difference (exact enumeration when 2**n <= n_resamples)."""
+    if diffs.size == 0:
+        return math.nan
+    if diffs.size == 1 or bool(np.all(diffs == 0.0)):
+        return 1.0  # one instance (or no difference): every sign flip is as extreme as the observed one
+    res = stats.permutation_test(
+        (diffs,),
+        _mean_statistic,
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=n_resamples,
+        alternative="two-sided",
+        **{_PERMUTATION_RNG_KW: rng},
+    )
+    return float(min(1.0, res.pvalue))
+
+
+def _paired_row(
+    wide: pd.DataFrame, pair: tuple[str, str], metric: str, rank: int, settings: tuple[int, int, float]
+) -> dict:
+    """One paired test: ``pair[0]`` (ranked ``rank``) minus ``pair[1]`` (ranked next) over the
+    instances both have defined, in instance_id order."""
+    system, versus = pair
+    seed, n_resamples, confidence = settings
+    d = (wide[system] - wide[versus]).dropna().to_numpy(dtype=float)
+    s = pair_seed(seed, system, versus, metric)
+    mean, low, high = bootstrap_ci(
+        d, n_resamples=n_resamples, confidence=confidence, seed=np.random.default_rng([s, 0])
+    )
+    p = _sign_flip_p(d, n_resamples, np.random.default_rng([s, 1]))
+    return {
+        "metric": metric,
+        "rank": rank,
+        "system": system,
+        "versus": versus,
+        "n": int(d.size),
+        "mean_diff": mean,
+        "ci_low": low,
+        "ci_high": high,
+        "p_value": p,
+    }
+
+
+def _empty_paired() -> pd.DataFrame:
+    out = pd.DataFrame({c: pd.Series(dtype=object) for c in PAIRED_COLUMNS})
+    for c in ("rank", "n"):
+        out[c] = out[c].astype("int64")
+    for c in ("mean_diff", "ci_low", "ci_high", "p_value"):
+        out[c] = out[c].astype(float)
+    return out
+
+
+def paired_tests(
+    scores: pd.DataFrame,
+    *,
+    seed: int = 0,
+    n_resamples: int = 9999,
+    confidence: float = 0.95,
+    reference: str | None = REFERENCE,
+) -> pd.DataFrame:
+    """Each system vs the next best, per metric, overall scope.
+
+    Per metric (``metric_order``), systems are ranked by overall mean (``ranking``; ``reference`` is
+    not ranked); the system at rank r is compared with the one at rank r + 1 over the instances both
+    have defined: ``mean_diff`` = mean of (system - versus), in the metric's units (negative for the
+    better system where lower is better), ``ci_low``/``ci_high`` its paired percentile bootstrap CI,
+    ``p_value`` a two-sided sign-flip permutation test (exact when 2**n <= n_resamples). Both draw from
+    generators seeded by ``pair_seed``. Columns: PAIRED_COLUMNS; settings in ``attrs["paired"]``.
+    """
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    df = _canonical(scores)
+    rows = []
+    for metric in metric_order(df["metric"].unique()):
+        order = [s for s, _ in _ranked(df, metric, reference)]
+        if len(order) < 2:
+            continue
+        wide = _wide(df, metric, order)
+        for r, pair in enumerate(zip(order, order[1:], strict=False), start=1):
+            rows.append(_paired_row(wide, pair, metric, r, (seed, n_resamples, confidence)))
+    out = pd.DataFrame(rows, columns=list(PAIRED_COLUMNS)) if rows else _empty_paired()
+    out.attrs["paired"] = {
+        "method": PAIRED_METHOD,
+        "confidence": confidence,
+        "n_resamples": n_resamples,
+        "seed": seed,
+    }
+    return out
+
+
+def primary_metrics(metrics: Iterable[str]) -> list[str]:
+    """FRAME's three metrics (registry.DEFAULT) among ``metrics``; all of them if none of the three is."""
+    present = metric_order(metrics)
+    primary = [m for m in present if m in registry.DEFAULT]
+    return primary or present
+
+
+def win_matrix(
+    scores: pd.DataFrame,
+    metric: str,
+    *,
+    systems: Sequence[str] | None = None,
+    reference: str | None = REFERENCE,
+) -> pd.DataFrame:
+    """Per-instance wins on ``metric``: cell (row, column) = instances on which the row system is
+    strictly better than the column system (higher, or lower where lower is better), counting only
+    instances both have defined. Ties (|difference| <= TIE_TOLERANCE) are counted separately, not as
+    half wins: ``attrs["ties"][row][column]``; ``attrs["n"][row][column]`` = instances compared. The
+    diagonal is 0. Systems: ``systems`` in that order, else ``ranking`` (best first, reference left out).
+    """
+    df = _canonical(scores)
+    order = list(systems) if systems is not None else [s for s, _ in _ranked(df, metric, reference)]
+    vals = _wide(df, metric, order).to_numpy(dtype=float)
+    sign = -1.0 if metric in registry.lower_is_better() else 1.0
+    diff = sign * (vals[:, :, None] - vals[:, None, :])  # instance x row x column
+    both = ~np.isnan(diff)
+    wins = ((diff > TIE_TOLERANCE) & both).sum(axis=0)
+    ties = ((np.abs(diff) <= TIE_TOLERANCE) & both).sum(axis=0)
+    n = both.sum(axis=0)
+    np.fill_diagonal(ties, 0)
+    np.fill_diagonal(n, 0)
+    out = pd.DataFrame(wins.astype("int64"), index=pd.Index(order, name="system"), columns=list(order))
+    out.columns.name = "versus"
+    out.attrs["metric"] = metric
+    out.attrs["lower_is_better"] = sign < 0
+    out.attrs["ties"] = {a: {b: int(ties[i, j]) for j, b in enumerate(order)} for i, a in enumerate(order)}
+    out.attrs["n"] = {a: {b: int(n[i, j]) for j, b in enumerate(order)} for i, a in enumerate(order)}
+    return out
+
+
+def win_matrices(
+    scores: pd.DataFrame, metrics: Sequence[str] | None = None, *, reference: str | None = REFERENCE
+) -> dict[str, pd.DataFrame]:
+    """``win_matrix`` of each metric (default: ``primary_metrics`` of the scores) with >= 2 ranked
+    systems, in metric order."""
+    df = _canonical(scores)
+    chosen = metric_order(metrics) if metrics is not None else primary_metrics(df["metric"].unique())
+    out = {}
+    for metric in chosen:
+        if len(_ranked(df, metric, reference)) >= 2:
+            out[metric] = win_matrix(df, metric, reference=reference)
+    return out
+
+
+def self_judged_notes(judge_model: str | None, system_models: Mapping[str, str | None]) -> dict[str, str]:
+    """{system: "self-judged"} for each system whose model is the judge's model (names compared after
+    stripping surrounding blanks); pass the result as ``notes`` to ``leaderboard_markdown``."""
+    judge = (judge_model or "").strip()
+    if not judge:
+        return {}
+    return {s: "self-judged" for s, m in sorted(system_models.items()) if (m or "").strip() == judge}
+
+
+# ---------------------------------------------------------------- rendering
+
+
 def _fmt(x: float) -> str:
     return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
+
+
+def _fmt_diff(x: float, *, signed: bool = False) -> str:
+    """3 decimals; a value that rounds to zero prints as 0.000 (never -0.000)."""
+    if x is None or math.isnan(x):
+        return "nan"
+    r = round(float(x), 3) or 0.0
+    return f"{r:+.3f}" if signed else f"{r:.3f}"
+
+
+def _fmt_p(p: float) -> str:
+    if p is None or math.isnan(p):
+        return "n/a"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
 def _md_escape(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _caption(board: pd.DataFrame, scopes: list[str]) -> str:
+def _label(system: str, notes: Mapping[str, str] | None) -> str:
+    """A system's name with its flag(s) beside it: gold is marked as the reference column."""
+    flags = [str(notes[system])] if notes and notes.get(system) else []
+    if system == REFERENCE:
+        flags.insert(0, "reference")
+    text = _md_escape(system)
+    return f"{text} _({_md_escape('; '.join(flags))})_" if flags else text
+
+
+def _metric_label(metric: str) -> str:
+    return f"{metric} (lower is better)" if metric in registry.lower_is_better() else metric
+
+
+def _system_order(present: Iterable[str], systems: Sequence[str] | None) -> list[str]:
+    """``systems`` first (those present), then the others sorted; the reference always last."""
+    present = set(present)
+    order = [s for s in dict.fromkeys(systems or ()) if s in present]
+    order += sorted(present - set(order))
+    return [s for s in order if s != REFERENCE] + ([REFERENCE] if REFERENCE in present else [])
+
+
+def _ci_text(board: pd.DataFrame) -> str:
     bs = board.attrs.get("bootstrap") or {}
-    if bs:
-        ci = (
-            f"{round(100 * float(bs['confidence']), 2):g}% CI by {bs.get('method', CI_METHOD)}, "
-            f"{bs['n_resamples']} resamples, seed {bs['seed']} (per-cell seed = sha256 of "
-            "(seed, system, scope, metric))"
-        )
-    else:
-        ci = f"CI by {CI_METHOD} (level, resamples and seed not recorded on this board)"
+    if not bs:
+        return f"CI by {CI_METHOD} (level, resamples and seed not recorded on this board)"
+    return (
+        f"{round(100 * float(bs['confidence']), 2):g}% CI by {bs.get('method', CI_METHOD)}, "
+        f"{bs['n_resamples']} resamples, seed {bs['seed']} (per-cell seed = sha256 of "
+        "(seed, system, scope, metric))"
+    )
+
+
+def _caption(board: pd.DataFrame, scopes: list[str], *, wide: bool = False) -> str:
     n_scope = (board["n"] + board["n_undefined"]).groupby(board["scope"]).max()
     counts = ", ".join(f"{SCOPE_LABELS.get(s, s)} {int(n_scope[s])}" for s in scopes if s in n_scope.index)
     n_undef = int(board.loc[board["scope"] == OVERALL, "n_undefined"].sum())
     parts = [
-        f"Cells: mean [CI low, CI high] over instances; {ci}.",
+        f"Cells: mean [CI low, CI high] over instances; {_ci_text(board)}.",
         f"n = instances per scope: {counts}.",
-        "Best mean per column in bold (lowest where lower is better); a cell with fewer defined values than "
-        "its column shows its own n.",
     ]
+    if wide:
+        parts.insert(
+            0, "Columns = systems, rows = metric x scope (Overall, then categories), as in paper 000 Table 6."
+        )
+        parts.append(
+            "Best system per row in bold (lowest where lower is better); a cell with fewer defined values "
+            "than its row shows its own n."
+        )
+        if REFERENCE in set(board["system"]):
+            parts.append(
+                f"{REFERENCE} _(reference)_ is the gold report scored against itself: a ceiling, never "
+                "ranked or bold."
+            )
+    else:
+        parts.append("A cell with fewer defined values than its column shows its own n.")
     if n_undef:
         parts.append(f"{n_undef} undefined (instance, system, metric) value(s) excluded.")
     return " ".join(parts)
 
 
-def leaderboard_markdown(board: pd.DataFrame, *, systems: Sequence[str] | None = None) -> str:
-    """Markdown tables like paper 000 Table 6: one table per metric, rows = systems, columns = scopes.
+def _notes_legend(notes: Mapping[str, str] | None, present: Iterable[str]) -> list[str]:
+    shown = {str(v) for s, v in (notes or {}).items() if v and s in set(present)}
+    if "self-judged" not in shown:
+        return []
+    return [
+        "_self-judged: the judge model is the system's own model; its judged scores may favour it._",
+        "",
+    ]
 
-    Columns are "Overall" first, then categories (``scope_order``). Cells read "0.812 [0.774, 0.850]";
-    the best mean of each column is bold (all of them on an exact tie); a cell whose n is below the
-    column's largest n carries "(n=k)"; a missing cell is "–". ``systems`` fixes the row order
-    (default: sorted). A caption line names the CI method, resamples, seed and n.
-    """
-    if board.empty:
-        return "_No scores._\n"
+
+def _cells(board: pd.DataFrame) -> dict[tuple[str, str, str], dict]:
+    return {(str(r["system"]), str(r["scope"]), str(r["metric"])): r for r in board.to_dict("records")}
+
+
+def _best(cells: Sequence[dict | None], metric: str) -> float:
+    means = np.array([float(c["mean"]) for c in cells if c is not None], dtype=float)
+    if not np.isfinite(means).any():
+        return math.nan
+    pick = np.nanmin if metric in registry.lower_is_better() else np.nanmax
+    return float(pick(means))
+
+
+def _cell_text(c: dict | None, best: float, max_n: int) -> str:
+    """'0.812 [0.774, 0.850]', bold when its mean is ``best``, '(n=k)' when k < ``max_n``."""
+    if c is None:
+        return "–"
+    mean = float(c["mean"])
+    if math.isnan(mean):
+        return "n/a (n=0)"
+    text = f"{_fmt(mean)} [{_fmt(float(c['ci_low']))}, {_fmt(float(c['ci_high']))}]"
+    if not math.isnan(best) and math.isclose(mean, best, rel_tol=1e-12, abs_tol=0):
+        text = f"**{text}**"
+    if int(c["n"]) < max_n:
+        text += f" (n={int(c['n'])})"
+    return text
+
+
+def _judges_line(board: pd.DataFrame, metrics: list[str]) -> str:
+    parts = []
+    for metric in metrics:
+        js = board.loc[board["metric"] == metric, "judges"].dropna()
+        judges = sorted({j for x in js for j in str(x).split(";") if j})
+        if judges:
+            parts.append(f"{_md_escape(metric)}: {_md_escape(', '.join(judges))}")
+    return f"_Judges: {'; '.join(parts)}._" if parts else ""
+
+
+def _wide_board(board: pd.DataFrame, order: list[str], notes: Mapping[str, str] | None) -> list[str]:
+    """Table 6: systems as columns (the reference last), one row per metric x scope; bold = best
+    non-reference system of the row."""
     scopes = scope_order(board["scope"].unique())
     metrics = metric_order(board["metric"].unique())
-    present = set(board["system"].astype(str))
-    order = [s for s in systems if s in present] if systems else []
-    order += sorted(present - set(order))
-    cells = board.set_index(["system", "scope", "metric"])
-    out = [f"_{_caption(board, scopes)}_", ""]
+    cells = _cells(board)
+    out = [f"_{_caption(board, scopes, wide=True)}_", "", *_notes_legend(notes, order)]
+    out.append("| Metric | Data | " + " | ".join(_label(s, notes) for s in order) + " |")
+    out.append("|---|---|" + "---:|" * len(order))
     for metric in metrics:
+        first = True
+        for scope in scopes:
+            row = [cells.get((s, scope, metric)) for s in order]
+            if all(c is None for c in row):
+                continue
+            best = _best([c for s, c in zip(order, row, strict=True) if s != REFERENCE], metric)
+            max_n = max(int(c["n"]) for c in row if c is not None)
+            texts = [
+                _cell_text(c, math.nan if s == REFERENCE else best, max_n)
+                for s, c in zip(order, row, strict=True)
+            ]
+            label = _md_escape(_metric_label(metric)) if first else ""
+            out.append(
+                f"| {label} | {SCOPE_LABELS.get(scope, _md_escape(scope))} | " + " | ".join(texts) + " |"
+            )
+            first = False
+    out.append("")
+    judges = _judges_line(board, metrics)
+    return out + ([judges, ""] if judges else [])
+
+
+def _per_metric_tables(board: pd.DataFrame, order: list[str], notes: Mapping[str, str] | None) -> list[str]:
+    """One system (with or without gold): one table per metric, rows = systems, columns = scopes. No
+    bold: there is nothing to rank against."""
+    scopes = scope_order(board["scope"].unique())
+    cells = _cells(board)
+    out = [f"_{_caption(board, scopes)}_", "", *_notes_legend(notes, order)]
+    for metric in metric_order(board["metric"].unique()):
         sub = board[board["metric"] == metric]
         judges = sorted({j for js in sub["judges"].dropna() for j in str(js).split(";") if j})
-        lower = metric in registry.lower_is_better()
-        title = f"### {metric}" + (" (lower is better)" if lower else "")
-        title += f" (judge: {', '.join(judges)})" if judges else ""
+        title = f"### {_metric_label(metric)}" + (f" (judge: {', '.join(judges)})" if judges else "")
         out += [title, ""]
         out.append("| System | " + " | ".join(SCOPE_LABELS.get(s, _md_escape(s)) for s in scopes) + " |")
         out.append("|---|" + "---:|" * len(scopes))
-        best = {}
-        max_n = {}
-        for scope in scopes:
-            col = sub[sub["scope"] == scope]
-            means = col["mean"].to_numpy(dtype=float)
-            pick = np.nanmin if lower else np.nanmax
-            best[scope] = float(pick(means)) if np.isfinite(means).any() else math.nan
-            max_n[scope] = int(col["n"].max()) if len(col) else 0
+        max_n = {
+            sc: int(sub.loc[sub["scope"] == sc, "n"].max()) if (sub["scope"] == sc).any() else 0
+            for sc in scopes
+        }
         for system in order:
-            row = [_md_escape(system)]
-            for scope in scopes:
-                key = (system, scope, metric)
-                if key not in cells.index:
-                    row.append("–")
-                    continue
-                c = cells.loc[key]
-                mean = float(c["mean"])
-                if math.isnan(mean):
-                    row.append("n/a (n=0)")
-                    continue
-                text = f"{_fmt(mean)} [{_fmt(float(c['ci_low']))}, {_fmt(float(c['ci_high']))}]"
-                if not math.isnan(best[scope]) and math.isclose(mean, best[scope], rel_tol=1e-12, abs_tol=0):
-                    text = f"**{text}**"
-                if int(c["n"]) < max_n[scope]:
-                    text += f" (n={int(c['n'])})"
-                row.append(text)
-            out.append("| " + " | ".join(row) + " |")
+            texts = [_cell_text(cells.get((system, sc, metric)), math.nan, max_n[sc]) for sc in scopes]
+            out.append(f"| {_label(system, notes)} | " + " | ".join(texts) + " |")
         out.append("")
+    return out
+
+
+def _paired_markdown(paired: pd.DataFrame, notes: Mapping[str, str] | None) -> list[str]:
+    st = paired.attrs.get("paired") or {}
+    level = f"{round(100 * float(st.get('confidence', 0.95)), 2):g}%"
+    settings = (
+        f"{st['n_resamples']} resamples, seed {st['seed']} "
+        "(per-pair seed = sha256 of (seed, system, next, metric))"
+        if st
+        else "resamples and seed not recorded"
+    )
+    caption = (
+        "Per metric, systems ranked by overall mean (best first; gold not ranked); each is compared with "
+        "the next one over the instances both have defined. Difference = mean of (system - next) in the "
+        f"metric's units (negative favours the system where lower is better); {level} CI by paired "
+        "percentile bootstrap over instances; p = two-sided paired permutation test by sign flips of the "
+        f"per-instance differences (exact when 2^n <= resamples); {settings}."
+    )
+    out = ["### Paired tests: each system vs the next best (overall)", "", f"_{caption}_", ""]
+    out.append(f"| Metric | Rank | System | vs next | n | Difference [{level} CI] | p |")
+    out.append("|---|---:|---|---|---:|---:|---:|")
+    for r in paired.to_dict("records"):
+        diff = (
+            f"{_fmt_diff(r['mean_diff'], signed=True)} [{_fmt_diff(r['ci_low'])}, {_fmt_diff(r['ci_high'])}]"
+            if int(r["n"])
+            else "n/a (n=0)"
+        )
+        out.append(
+            f"| {_md_escape(_metric_label(str(r['metric'])))} | {int(r['rank'])} "
+            f"| {_label(str(r['system']), notes)} | {_label(str(r['versus']), notes)} | {int(r['n'])} "
+            f"| {diff} | {_fmt_p(float(r['p_value']))} |"
+        )
+    out.append("")
+    return out
+
+
+def _win_cell(wins: int, ties: int) -> str:
+    return f"{wins} (+{ties} tie{'' if ties == 1 else 's'})" if ties else str(wins)
+
+
+def _win_markdown(metric: str, wins: pd.DataFrame, notes: Mapping[str, str] | None) -> list[str]:
+    order = [str(s) for s in wins.index]
+    ties = wins.attrs.get("ties") or {}
+    better = "lower" if metric in registry.lower_is_better() else "higher"
+    caption = (
+        f"Cell = instances on which the row system beats the column system on {_md_escape(metric)} (strictly "
+        f"{better}; only instances both have defined). Ties (absolute difference <= {TIE_TOLERANCE:g}) are "
+        "counted separately, never as half wins, and shown as (+k ties); the column system's wins are in the "
+        "mirrored cell. Systems ranked by overall mean, best first."
+    )
+    out = [f"### Win matrix: {_md_escape(_metric_label(metric))}", "", f"_{caption}_", ""]
+    out.append("| System | " + " | ".join(_label(s, notes) for s in order) + " |")
+    out.append("|---|" + "---:|" * len(order))
+    for a in order:
+        texts = [
+            "–" if a == b else _win_cell(int(wins.loc[a, b]), int(ties.get(a, {}).get(b, 0))) for b in order
+        ]
+        out.append(f"| {_label(a, notes)} | " + " | ".join(texts) + " |")
+    out.append("")
+    return out
+
+
+def leaderboard_markdown(
+    board: pd.DataFrame,
+    *,
+    systems: Sequence[str] | None = None,
+    notes: Mapping[str, str] | None = None,
+    paired: pd.DataFrame | None = None,
+    wins: Mapping[str, pd.DataFrame] | None = None,
+) -> str:
+    """The board as Markdown, then (when given) the paired tests and the win matrices.
+
+    With >= 2 systems besides gold: paper 000 Table 6, systems as columns (``systems`` fixes their
+    order, default sorted; gold last, marked "reference"), rows = metric x scope (Overall, then
+    categories), cells "0.812 [0.774, 0.850]", the best non-gold mean of each row bold (lowest where
+    lower is better; all of them on an exact tie), "(n=k)" on a cell with fewer defined values than
+    its row, "–" for a missing cell. With one system: one table per metric, rows = systems, columns =
+    scopes. ``notes`` maps a system to a flag shown beside its name (e.g. "self-judged").
+    """
+    if board.empty:
+        return "_No scores._\n"
+    order = _system_order(board["system"].astype(str), systems)
+    contenders = [s for s in order if s != REFERENCE]
+    out = (
+        _wide_board(board, order, notes) if len(contenders) >= 2 else _per_metric_tables(board, order, notes)
+    )
+    if paired is not None and not paired.empty:
+        out += _paired_markdown(paired, notes)
+    for metric in metric_order((wins or {}).keys()):
+        if len(wins[metric]) >= 2:
+            out += _win_markdown(metric, wins[metric], notes)
     return "\n".join(out)
 
 
-def leaderboard_csv(board: pd.DataFrame) -> str:
-    """The long-form board as CSV: fixed column order, floats as %.6f, NaN as empty, "\\n" line ends."""
-    cols = [c for c in BOARD_COLUMNS if c in board.columns] + [
-        c for c in board.columns if c not in BOARD_COLUMNS
-    ]
+# ---------------------------------------------------------------- csv, files
+
+
+def _csv(frame: pd.DataFrame, columns: Sequence[str]) -> str:
+    cols = [c for c in columns if c in frame.columns] + [c for c in frame.columns if c not in columns]
     buf = io.StringIO()
-    board[cols].to_csv(buf, index=False, float_format="%.6f", na_rep="", lineterminator="\n")
+    frame[cols].to_csv(buf, index=False, float_format="%.6f", na_rep="", lineterminator="\n")
     return buf.getvalue()
+
+
+def leaderboard_csv(board: pd.DataFrame) -> str:
+    """The long-form board as CSV, one row per (system, scope, metric), scope "overall" or a category:
+    fixed column order, floats as %.6f, NaN as empty, "\\n" line ends."""
+    return _csv(board, BOARD_COLUMNS)
+
+
+def paired_tests_csv(paired: pd.DataFrame) -> str:
+    """``paired_tests`` as CSV (PAIRED_COLUMNS, floats as %.6f, NaN as empty, "\\n" line ends)."""
+    return _csv(paired, PAIRED_COLUMNS)
+
+
+def win_matrix_csv(wins: Mapping[str, pd.DataFrame]) -> str:
+    """Win matrices in long form, one row per (metric, system, versus), system != versus: n compared
+    instances, wins (system better), losses (versus better), ties. Metrics in metric order, systems in
+    each matrix's order."""
+    rows = []
+    for metric in metric_order(wins.keys()):
+        m = wins[metric]
+        ties, n = m.attrs.get("ties") or {}, m.attrs.get("n") or {}
+        for a in m.index:
+            for b in m.columns:
+                if a != b:
+                    rows.append(
+                        {
+                            "metric": metric,
+                            "system": a,
+                            "versus": b,
+                            "n": int(n.get(a, {}).get(b, 0)),
+                            "wins": int(m.loc[a, b]),
+                            "losses": int(m.loc[b, a]),
+                            "ties": int(ties.get(a, {}).get(b, 0)),
+                        }
+                    )
+    return _csv(pd.DataFrame(rows, columns=list(WIN_COLUMNS)), WIN_COLUMNS)
+
+
+def leaderboard_files(
+    scores: pd.DataFrame,
+    *,
+    seed: int = 0,
+    n_resamples: int = 2000,
+    systems: Sequence[str] | None = None,
+    notes: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Everything the leaderboard writes, by file name: leaderboard.md (board, paired tests, win
+    matrices of the primary metrics), leaderboard.csv, paired_tests.csv, win_matrix.csv. The
+    bootstrap and the permutation tests use ``n_resamples`` and ``seed``."""
+    board = leaderboard(scores, seed=seed, n_resamples=n_resamples)
+    paired = paired_tests(scores, seed=seed, n_resamples=n_resamples)
+    wins = win_matrices(scores)
+    return {
+        "leaderboard.md": leaderboard_markdown(board, systems=systems, notes=notes, paired=paired, wins=wins),
+        "leaderboard.csv": leaderboard_csv(board),
+        "paired_tests.csv": paired_tests_csv(paired),
+        "win_matrix.csv": win_matrix_csv(wins),
+    }

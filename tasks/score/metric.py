@@ -88,9 +88,16 @@ class JudgeEnv:
     """What judges are built from: the score settings, the endpoint, the cache folder, and the shared
     embedder and LLM client (each made on first use, then shared by every family of this env)."""
 
-    def __init__(self, settings: ScoreSettings, llm: LLMSettings | None, cache_dir: Path) -> None:
+    def __init__(
+        self,
+        settings: ScoreSettings,
+        llm: LLMSettings | None,
+        cache_dir: Path,
+        embed_llm: LLMSettings | None = None,
+    ) -> None:
         self.settings = settings
-        self.llm = llm
+        self.llm = llm  # the judge role's endpoint
+        self.embed_llm = embed_llm  # the embedder role's endpoint (None: the judge's)
         self.cache_dir = Path(cache_dir)
         self._lock = threading.Lock()
         self._embed: tuple[Callable[[Sequence[str]], Any], str] | None = None
@@ -106,9 +113,16 @@ class JudgeEnv:
         s = self.settings
         return s.judge == "openai" or s.tree == "llm" or s.embedder != "minilm"
 
+    def identity(self) -> dict[str, Any]:
+        """The endpoints' identity (judge, plus the embedder's when it has its own): part of cache keys."""
+        out = llm_identity(self.llm)
+        if self.embed_llm is not None:
+            out = {**out, "embedder_endpoint": llm_identity(self.embed_llm)}
+        return out
+
     def key(self) -> str:
         return json.dumps(
-            [self.settings.model_dump(mode="json"), llm_identity(self.llm), str(self.cache_dir)],
+            [self.settings.model_dump(mode="json"), self.identity(), str(self.cache_dir)],
             sort_keys=True,
         )
 
@@ -124,7 +138,7 @@ class JudgeEnv:
     def _embedder(self) -> tuple[Callable[[Sequence[str]], Any], str]:
         with self._lock:
             if self._embed is None:
-                self._embed = _make_embedder(self.settings, self.llm, self.cache_dir)
+                self._embed = _make_embedder(self.settings, self.embed_llm or self.llm, self.cache_dir)
             return self._embed
 
     @property

@@ -40,6 +40,7 @@ class ScoreRun:
     scoring_code: dict[str, str]  # family -> code digest
     llm: dict[str, Any]
     files: dict[str, bytes] = field(default_factory=dict)  # extra files of the families
+    notes: dict[str, str] = field(default_factory=dict)  # system -> flag beside its name ("self-judged")
     extra: dict[str, Any] = field(default_factory=dict)  # their manifest entries
 
 
@@ -83,15 +84,21 @@ def score_rows(results: list[tuple[dict, str, MetricResult]]) -> tuple[list[dict
 
 
 def write_outputs(out: Path, run: ScoreRun) -> None:
-    from tasks.score.leaderboard import leaderboard, leaderboard_csv, leaderboard_markdown
+    from tasks.score.leaderboard import leaderboard_files
 
     rows, evidence = score_rows(run.results)
     atomic_write_bytes(out / "scores.parquet", parquet_bytes(rows, SCORES_SCHEMA))
     atomic_write_bytes(out / "evidence.parquet", parquet_bytes(evidence, EVIDENCE_SCHEMA))
     scores = pd.DataFrame(rows)
-    board = leaderboard(scores, seed=run.settings.seed, n_resamples=run.settings.bootstrap)
-    atomic_write_text(out / "leaderboard.md", leaderboard_markdown(board))
-    atomic_write_text(out / "leaderboard.csv", leaderboard_csv(board))
+    boards = leaderboard_files(
+        scores,
+        seed=run.settings.seed,
+        n_resamples=run.settings.bootstrap,
+        systems=run.systems,
+        notes=run.notes,
+    )
+    for name, text in boards.items():  # leaderboard.md/.csv, paired_tests.csv, win_matrix.csv
+        atomic_write_text(out / name, text)
     for name, data in run.files.items():
         atomic_write_bytes(out / name, data)
     plots = _plots(scores, instance_features(run.release, run.instances), out / "plots")
@@ -107,6 +114,7 @@ def write_outputs(out: Path, run: ScoreRun) -> None:
         "scoring_code": run.scoring_code,
         "rows": {"scores": len(rows), "evidence": len(evidence)},
         "plots": [p.name for p in plots],
+        "notes": run.notes,
         **run.extra,
     }
     buf = io.StringIO()

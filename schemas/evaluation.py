@@ -1,0 +1,502 @@
+"""Evaluation configuration (TOML): the named report systems to score and the model roles that score them.
+
+`[systems.NAME]` tables (kind = builtin | openai | command | submission), the `[judge]` and `[embedder]`
+roles, `[score]`, `[prices]`, `[run]` and `[build]`. `load_eval_config` validates a file like
+`schemas.config.load_config`: one-line ConfigError naming the file and the field, unknown keys first
+(with a "did you mean" when one is close). Relative paths (prompt templates, submissions, program files
+in a command) resolve against the config's folder. `system_identity` is what of a system changes its
+reports: the generation cache key (never an API key or an env var's value).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+import shlex
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import (
+    BaseModel,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from schemas.config import BuildSettings, LLMSettings, ModelPrice, RunSettings, _Strict, read_toml
+from schemas.scoring import ScoreSettings
+from tasks.errors import ConfigError
+
+__all__ = [
+    "BUILTIN_NAMES",
+    "DEFAULT_PROMPT",
+    "SYSTEM_KINDS",
+    "BuiltinSystem",
+    "CommandSystem",
+    "EmbedderRole",
+    "EvalConfig",
+    "JudgeRole",
+    "OpenAISystem",
+    "ScoreSection",
+    "SubmissionSystem",
+    "System",
+    "load_eval_config",
+    "system_identity",
+]
+
+BuiltinName = Literal["gold", "copy-sample", "extractive"]
+BUILTIN_NAMES: tuple[str, ...] = get_args(BuiltinName)
+DEFAULT_PROMPT = Path(__file__).resolve().parents[1] / "prompts" / "generate_one_shot.md"
+# System names become folder names (generations/<release>/<version>/<name>/) and leaderboard columns.
+SYSTEM_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}", re.ASCII)
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+
+
+def _context_base(info: ValidationInfo) -> Path:
+    """The folder relative paths resolve against: the config's (load_eval_config), else the cwd."""
+    base = (info.context or {}).get("base") if isinstance(info.context, dict) else None
+    return Path(base) if base is not None else Path.cwd()
+
+
+def _resolve(value: Path, info: ValidationInfo) -> Path:
+    if "\x00" in str(value):
+        raise ValueError("must not contain a NUL character")
+    return value if value.is_absolute() else (_context_base(info) / value).resolve()
+
+
+def _existing_file(path: Path) -> Path | None:
+    """The absolute path when `path` is an existing file; None otherwise (an argv item such as a long
+    inline script is no file name at all: the OS may refuse to even look it up)."""
+    try:
+        return path.resolve() if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
+def _env_name(value: str) -> str:
+    if not ENV_NAME.fullmatch(value):
+        raise ValueError(f"{value!r} is not an environment variable name")
+    return value
+
+
+class BuiltinSystem(_Strict):
+    """One of frame's own systems: `gold` (the gold report Y: the ceiling), `copy-sample`, `extractive`.
+    `builtin` defaults to the system's name (set by EvalConfig)."""
+
+    kind: Literal["builtin"]
+    builtin: BuiltinName | None = None
+
+    @model_validator(mode="after")
+    def _named(self) -> BuiltinSystem:
+        if self.builtin is None:
+            raise ValueError(
+                f"the system name is not a builtin: set builtin = one of {', '.join(BUILTIN_NAMES)}"
+            )
+        return self
+
+
+class OpenAISystem(_Strict):
+    """A model behind any OpenAI-compatible endpoint, prompted with (S, G). The API key is read from the
+    env var named by `api_key_env` when the system runs; it is never part of the config or identity."""
+
+    kind: Literal["openai"]
+    base_url: str = Field(description="OpenAI-compatible endpoint, ending in /v1")
+    model: str = Field(min_length=1)
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    seed: int | None = None
+    max_output_tokens: int = Field(default=4096, ge=16)
+    context_tokens: int = Field(default=128_000, ge=1024, description="the model's context window")
+    timeout_s: float = Field(default=120.0, gt=0)
+    transient_retries: int = Field(default=5, ge=0)
+    invalid_retries: int = Field(default=2, ge=0)
+    concurrency: int = Field(default=4, ge=1, le=64)
+    prompt: Path | None = Field(default=None, description="prompt template file (default: the strategy's)")
+    strategy: Literal["one-shot", "section-by-section"] = "one-shot"
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not re.match(r"https?://[^\s/]+", v):
+            raise ValueError(f"must be an http(s) URL (got {v!r})")
+        return v
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _key_env(cls, v: str) -> str:
+        return _env_name(v)
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt(cls, v: Path | None, info: ValidationInfo) -> Path | None:
+        if v is None:
+            return None
+        path = _resolve(v, info)
+        if not path.is_file():
+            raise ValueError(f"prompt template not found: {path}")
+        return path
+
+    def llm_settings(self) -> LLMSettings:
+        """The client settings of this system (backend openai). Fields LLMSettings does not hold
+        (top_p, seed) reach the client as its `sampling` (tasks.generate.systems)."""
+        mine = self.model_dump(exclude={"kind", "prompt", "strategy"})
+        known = {k: v for k, v in mine.items() if k in LLMSettings.model_fields and v is not None}
+        return LLMSettings(backend="openai", **known)
+
+    def prompt_file(self) -> Path | None:
+        """The template file the strategy uses: the configured one, else the one-shot prompt for
+        one-shot (None for section-by-section: its own default prompts)."""
+        if self.prompt is not None:
+            return self.prompt
+        return DEFAULT_PROMPT if self.strategy == "one-shot" else None
+
+
+class CommandSystem(_Strict):
+    """Any program: frame writes S and G of an instance to a fresh folder (its cwd, also in
+    FRAME_INSTANCE_DIR), runs `command`, and reads the report from stdout or from the file `output`.
+    An argv item naming a file next to the config is replaced by its absolute path."""
+
+    kind: Literal["command"]
+    command: list[str] = Field(min_length=1, description="argv, or one string split like a shell")
+    timeout_s: float = Field(default=600.0, gt=0)
+    output: str = Field(default="stdout", description='"stdout", or a file the program writes in its folder')
+    env: dict[str, str] = Field(default_factory=dict, description="extra environment variables")
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _split(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            try:
+                return shlex.split(v)
+            except ValueError as exc:
+                raise ValueError(f"cannot split the command line ({exc})") from None
+        return v
+
+    @field_validator("command")
+    @classmethod
+    def _argv(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        if any("\x00" in a for a in v):
+            raise ValueError("must not contain a NUL character")
+        if not v[0].strip():
+            raise ValueError("the program (first item) is empty")
+        base = _context_base(info)
+        out = []
+        for i, item in enumerate(v):
+            local = bool(item) and not item.startswith("-") and not Path(item).is_absolute()
+            path = _existing_file(base / item) if local else None
+            if path is not None:
+                out.append(str(path))
+            elif i == 0 and "/" in item and _existing_file(Path(item)) is None:
+                raise ValueError(f"program not found: {item} (relative paths start at the config's folder)")
+            else:
+                out.append(item)
+        return out
+
+    @field_validator("output")
+    @classmethod
+    def _output(cls, v: str) -> str:
+        p = Path(v)
+        if v != "stdout" and (not v or "\x00" in v or p.is_absolute() or ".." in p.parts):
+            raise ValueError(
+                f'must be "stdout" or a relative file name inside the instance folder (got {v!r})'
+            )
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        for name in v:
+            _env_name(name)
+        return v
+
+
+class SubmissionSystem(_Strict):
+    """Reports produced elsewhere: a JSONL or parquet file (instance_id, markdown), or a folder of
+    Markdown files named as `frame generate` names them. Checked by tasks.generate.submission."""
+
+    kind: Literal["submission"]
+    path: Path
+    max_chars: int = Field(default=2_000_000, ge=1)
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: Path, info: ValidationInfo) -> Path:
+        return _resolve(v, info)
+
+
+System = Annotated[
+    BuiltinSystem | OpenAISystem | CommandSystem | SubmissionSystem, Field(discriminator="kind")
+]
+SYSTEM_KINDS: dict[str, type[BaseModel]] = {
+    "builtin": BuiltinSystem,
+    "openai": OpenAISystem,
+    "command": CommandSystem,
+    "submission": SubmissionSystem,
+}
+
+
+class JudgeRole(LLMSettings):
+    """The LLM judge role ([judge]): LLMSettings whose backend defaults to openai."""
+
+    backend: Literal["offline", "openai"] = "openai"
+
+    @model_validator(mode="after")
+    def _endpoint(self) -> JudgeRole:
+        if self.backend == "openai" and not self.base_url:
+            raise ValueError("an openai judge needs base_url (an OpenAI-compatible endpoint, ending in /v1)")
+        return self
+
+
+class EmbedderRole(_Strict):
+    """The embedder role ([embedder]): the local MiniLM, or an OpenAI-compatible embeddings endpoint."""
+
+    kind: Literal["minilm", "openai"] = "minilm"
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _key_env(cls, v: str) -> str:
+        return _env_name(v)
+
+    @model_validator(mode="after")
+    def _fields(self) -> EmbedderRole:
+        if self.kind == "minilm" and (self.model or self.base_url):
+            raise ValueError("kind 'minilm' is the local all-MiniLM-L6-v2: it takes no model or base_url")
+        if self.kind == "openai" and not (self.model and self.base_url):
+            raise ValueError("kind 'openai' needs model and base_url")
+        return self
+
+
+class ScoreSection(_Strict):
+    """[score]: the metric selection and sampling; unset fields keep ScoreSettings' defaults."""
+
+    metrics: list[str] | None = Field(default=None, min_length=1)
+    max_items: int | None = Field(default=None, ge=1)
+    seed: int | None = None
+    bootstrap: int | None = Field(default=None, ge=100)
+    tree: Literal["deterministic", "llm"] | None = None
+
+
+class EvalConfig(_Strict):
+    """A whole evaluation config. `systems` keeps the file's order."""
+
+    systems: dict[str, System] = Field(default_factory=dict)
+    judge: JudgeRole | None = None
+    embedder: EmbedderRole | None = None
+    score: ScoreSection = ScoreSection()
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    run: RunSettings = RunSettings()
+    build: BuildSettings | None = None
+
+    @field_validator("systems", mode="before")
+    @classmethod
+    def _default_builtin(cls, v: Any) -> Any:
+        # `builtin` defaults to the table's name: [systems.extractive] kind = "builtin" is enough.
+        if not isinstance(v, dict):
+            return v
+        out = {}
+        for name, table in v.items():
+            if isinstance(table, dict) and table.get("kind") == "builtin" and "builtin" not in table:
+                table = {**table, "builtin": name} if name in BUILTIN_NAMES else table
+            out[name] = table
+        return out
+
+    @field_validator("systems")
+    @classmethod
+    def _names(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for name, system in v.items():
+            if not SYSTEM_NAME.fullmatch(name) or name in (".", ".."):
+                raise ValueError(f"system name {name!r} must be 1-64 letters, digits, '.', '_' or '-'")
+            is_gold = isinstance(system, BuiltinSystem) and system.builtin == "gold"
+            if name == "gold" and not is_gold:
+                raise ValueError("the system name 'gold' is reserved for the builtin gold report")
+            if is_gold and name != "gold":
+                raise ValueError(
+                    f"system {name!r}: the builtin gold must be named 'gold' (scoring's reference)"
+                )
+        return v
+
+    @field_validator("judge", mode="before")
+    @classmethod
+    def _judge(cls, v: Any) -> Any:
+        return {"backend": "openai", **v} if isinstance(v, dict) else v
+
+    def judge_settings(self) -> LLMSettings | None:
+        """The judges' endpoint (a plain LLMSettings), or None for the offline judges."""
+        if self.judge is None or self.judge.backend != "openai":
+            return None
+        return LLMSettings.model_validate(self.judge.model_dump())
+
+    def embedder_name(self) -> str:
+        """ScoreSettings.embedder: "minilm" or "openai:<model>"."""
+        if self.embedder is None or self.embedder.kind == "minilm":
+            return "minilm"
+        return f"openai:{self.embedder.model}"
+
+    def embedder_settings(self) -> LLMSettings | None:
+        """The embeddings endpoint of an openai embedder (its `model` is the embedding model)."""
+        e = self.embedder
+        if e is None or e.kind != "openai":
+            return None
+        return LLMSettings(
+            backend="openai", base_url=e.base_url, model=e.model or "", api_key_env=e.api_key_env
+        )
+
+    def score_settings(self, **overrides: Any) -> ScoreSettings:
+        """ScoreSettings from [judge], [embedder] and [score]; `overrides` (e.g. CLI flags) win."""
+        values: dict[str, Any] = {
+            "judge": "openai" if self.judge_settings() is not None else "offline",
+            "embedder": self.embedder_name(),
+        }
+        values.update(self.score.model_dump(exclude={"metrics"}, exclude_none=True))
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return ScoreSettings(**values)
+
+
+# ---------------------------------------------------------------- loading
+
+
+def _field_path(loc: tuple) -> str:
+    parts = list(loc)
+    if len(parts) > 2 and parts[0] == "systems" and parts[2] in SYSTEM_KINDS:
+        del parts[2]  # the discriminator tag pydantic adds, not a key of the file
+    return ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in parts).replace(".[", "[")
+
+
+def _model_at(loc: tuple) -> type[BaseModel] | None:
+    """The model whose keys are valid at `loc` (a table of the file), for "did you mean"."""
+    if not loc:
+        return EvalConfig
+    if loc[0] == "systems" and len(loc) == 3:
+        return SYSTEM_KINDS.get(str(loc[2]))
+    if loc[0] == "prices" and len(loc) == 2:
+        return ModelPrice
+    field = EvalConfig.model_fields.get(str(loc[0]))
+    if len(loc) == 1 and field is not None:
+        for arg in (field.annotation, *get_args(field.annotation)):
+            if isinstance(arg, type) and issubclass(arg, BaseModel):
+                return arg
+    return None
+
+
+def _message(err: dict) -> str:
+    kind, loc = err["type"], tuple(err["loc"])
+    if kind == "extra_forbidden":
+        key = str(loc[-1])
+        model = _model_at(loc[:-1])
+        close = difflib.get_close_matches(key, list(model.model_fields), n=1) if model else []
+        return f"unknown key {key!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+    kinds = ", ".join(SYSTEM_KINDS)
+    if kind == "union_tag_not_found":
+        return f"kind is missing (one of {kinds})"
+    if kind == "union_tag_invalid":
+        return f"kind {err.get('ctx', {}).get('tag')!r} is not one of {kinds}"
+    if kind == "missing":
+        return "required"
+    return str(err["msg"]).removeprefix("Value error, ")
+
+
+def _one_line(path: Path, exc: ValidationError) -> ConfigError:
+    errors = exc.errors()
+    # an unknown key is usually a typo, and the cause of the other errors (a "missing" field): say it first
+    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    loc = tuple(err["loc"])
+    where = _field_path(loc[:-1] if err["type"] == "extra_forbidden" else loc)
+    more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+    return ConfigError(path, (f"field {where}: " if where else "") + _message(err) + more)
+
+
+def load_eval_config(path: str | Path) -> EvalConfig:
+    """Read and validate an evaluation config; relative paths resolve against the file's folder."""
+    path = Path(path)
+    raw = read_toml(path)
+    base = path.resolve().parent
+    try:
+        cfg = EvalConfig.model_validate(raw, context={"base": base})
+    except ValidationError as exc:
+        raise _one_line(path, exc) from None
+    updates: dict[str, Any] = {}
+    if cfg.build is not None and not cfg.build.data_dir.is_absolute():
+        updates["build"] = cfg.build.model_copy(update={"data_dir": (base / cfg.build.data_dir).resolve()})
+    if cfg.run.result_storage is not None and not cfg.run.result_storage.is_absolute():
+        updates["run"] = cfg.run.model_copy(
+            update={"result_storage": (base / cfg.run.result_storage).resolve()}
+        )
+    return cfg.model_copy(update=updates) if updates else cfg
+
+
+# ---------------------------------------------------------------- identity
+
+
+def _file_sha(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _submission_sha(path: Path) -> str | None:
+    """sha256 of the file, or of a folder's Markdown files by name and content; None if missing."""
+    if path.is_file():
+        return _file_sha(path)
+    if not path.is_dir():
+        return None
+    h = hashlib.sha256()
+    for f in sorted(p for p in path.iterdir() if p.is_file() and p.suffix == ".md"):
+        h.update(f.name.encode("utf-8") + b"\x00" + _file_sha(f).encode() + b"\x00")
+    return h.hexdigest()
+
+
+def _program_files(argv: list[str]) -> tuple[list[str], dict[str, str]]:
+    """argv with program files named by their file name (machine-independent), and their sha256s."""
+    shown, shas = [], {}
+    for i, item in enumerate(argv):
+        p = Path(item)
+        if p.is_absolute() and _existing_file(p) is not None:
+            shown.append(p.name)
+            shas[str(i)] = _file_sha(p)
+        else:
+            shown.append(item)
+    return shown, shas
+
+
+def system_identity(name: str, system: BaseModel) -> dict[str, Any]:
+    """What of system `name` changes its reports (JSON-able). The name itself is not part of it: two
+    names with the same settings share generations. Client knobs that leave replies unchanged
+    (concurrency, timeouts, retries, api_key_env) are left out; secrets never appear."""
+    if isinstance(system, BuiltinSystem):
+        return {"kind": "builtin", "builtin": system.builtin}
+    if isinstance(system, OpenAISystem):
+        prompt = system.prompt_file()
+        return {
+            "kind": "openai",
+            "base_url": system.base_url,
+            "model": system.model,
+            "temperature": system.temperature,
+            "top_p": system.top_p,
+            "seed": system.seed,
+            "max_output_tokens": system.max_output_tokens,
+            "context_tokens": system.context_tokens,
+            "strategy": system.strategy,
+            "prompt_sha256": _file_sha(prompt) if prompt is not None else None,
+        }
+    if isinstance(system, CommandSystem):
+        argv, shas = _program_files(system.command)
+        return {
+            "kind": "command",
+            "argv": argv,
+            "program_sha256": shas,
+            "timeout_s": system.timeout_s,
+            "output": system.output,
+            "env": sorted(system.env),
+        }
+    if isinstance(system, SubmissionSystem):
+        return {"kind": "submission", "sha256": _submission_sha(system.path), "max_chars": system.max_chars}
+    raise ConfigError(f"systems.{name}", f"not a system config ({type(system).__name__})")

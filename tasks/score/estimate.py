@@ -1,0 +1,553 @@
+"""Cost of a scoring run before it runs (`frame score --dry-run`): per judge role and per generating system.
+
+The judges' own code builds every request (chunking by input budget, batches, excerpts, cuts), with an
+`ask` that renders and counts the prompt and answers with a stand-in reply instead of calling the model;
+identical requests count once, as the response cache answers the repeats. Counted: prompts built from the
+release (S, Y, G) and from reports already on disk. Estimated, and said so per row: reports not generated
+yet (an LLM, command or submission system: the size of Y; `extractive`: the size of S), what depends on
+the judge's replies (information units, claims, scaffold items: the offline extractors' counts; claims
+sent to the second stage: `STAGE2_SHARE`) and every output token. Generating systems' prompts come from the
+`generators` given (tasks.generate sits beside this package). Nothing is called, nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+from pydantic import BaseModel
+
+from schemas.config import LLMSettings, ModelPrice
+from schemas.estimate import COUNTED, Estimate, EstimateRow, usd
+from schemas.scoring import ScoreSettings
+from tasks.errors import FrameInputError
+from tasks.llm.client import LLMResult
+from tasks.llm.prompts import render
+from tasks.markdown.document import heading_of
+from tasks.markdown.text import split_sentences
+from tasks.score import registry
+from tasks.score.inputs import grounding_of
+from tasks.score.metric import instance_seed
+from tasks.synthesize.estimate import message_tokens
+from tasks.tokens import count_tokens
+
+__all__ = ["BUILTINS", "STAGE2_SHARE", "Generator", "estimate_score"]
+
+BUILTINS = ("gold", "copy-sample", "extractive")
+STAGE2_SHARE = 0.3  # claims assumed below the support threshold after stage 1 (sent to score_entail)
+GOLD = "gold"
+ITEM_WORDS = 30  # words of one stand-in extracted item (a fact, a question's answer, an attribute)
+# A generating system's requests for one instance: (system config, instance row, its grounding rows,
+# the system's LLM settings) -> the chat messages of each request it would send.
+Generator = Callable[[Any, Mapping[str, Any], Sequence[Mapping[str, Any]], LLMSettings], list[list[dict]]]
+# Roles whose number of requests follows from the judge's earlier replies (never only from the inputs).
+REPLY_DRIVEN = {
+    "score_coverage": "units per report from the offline unit extractor",
+    "score_verify": "claims per report from the offline claim extractor",
+    "score_entail": f"{STAGE2_SHARE:.0%} of the sampled claims below the threshold after stage 1",
+    "score_scaffold_align": "facts and questions: the middle of the range each part asks for",
+    "score_scaffold_entity_check": "attributes: the middle of the range each part asks for",
+}
+
+
+# ------------------------------------------------------------------------------------- systems
+
+
+@dataclass
+class _System:
+    name: str
+    kind: str  # builtin | openai | command | submission
+    config: Any
+    builtin: str | None = None
+
+    @property
+    def strategy(self) -> str:
+        return str(getattr(self.config, "strategy", "one-shot") or "one-shot")
+
+    def llm(self) -> LLMSettings:
+        make = getattr(self.config, "llm_settings", None)
+        if callable(make):
+            return make()
+        values = {
+            k: getattr(self.config, k)
+            for k in ("model", "max_output_tokens", "context_tokens", "base_url")
+            if getattr(self.config, k, None) is not None
+        }
+        return LLMSettings(backend="openai", **values)
+
+
+def _systems(systems: Mapping[str, Any]) -> list[_System]:
+    out = []
+    for name, cfg in systems.items():
+        kind = getattr(cfg, "kind", None)
+        if kind is None and name in BUILTINS:
+            out.append(_System(name, "builtin", cfg, name))
+        elif kind == "builtin":
+            out.append(_System(name, kind, cfg, getattr(cfg, "builtin", None) or name))
+        elif kind in ("openai", "command", "submission"):
+            out.append(_System(name, kind, cfg))
+        else:
+            raise FrameInputError(f"systems.{name}", f"not a system config (kind {kind!r})")
+    return out
+
+
+def _on_disk(release: Path, system: str) -> dict[str, str]:
+    """Reports a system already has for this release (data/generations/...), by instance id."""
+    path = release.resolve().parents[2] / "generations" / release.parent.name / release.name / system
+    f = path / "generations.parquet"
+    if not f.is_file():
+        return {}
+    return {
+        r["instance_id"]: r["markdown"]
+        for r in pq.read_table(f, columns=["instance_id", "markdown"]).to_pylist()
+    }
+
+
+def _reports(release: Path, inst: list[dict], systems: list[_System]) -> tuple[dict, dict[str, str]]:
+    """R' per system and instance, and per system how it was obtained ("counted" or the stand-in)."""
+    reports: dict[str, dict[str, str]] = {}
+    basis: dict[str, str] = {}
+    for s in systems:
+        disk = _on_disk(release, s.name) if s.builtin != GOLD else {}
+        if s.builtin == GOLD:
+            reports[s.name], basis[s.name] = {i["instance_id"]: i["target_markdown"] for i in inst}, COUNTED
+        elif s.builtin == "copy-sample":
+            reports[s.name], basis[s.name] = {i["instance_id"]: i["sample_markdown"] for i in inst}, COUNTED
+        elif disk and all(i["instance_id"] in disk for i in inst):
+            reports[s.name], basis[s.name] = disk, COUNTED
+        elif s.builtin == "extractive":  # S's headings filled with passages of G: about S's size
+            reports[s.name], basis[s.name] = _stand_in(inst, "sample_markdown", s.name), "S"
+        else:
+            reports[s.name], basis[s.name] = _stand_in(inst, "target_markdown", s.name), "Y"
+    return reports, basis
+
+
+def _stand_in(inst: list[dict], column: str, system: str) -> dict[str, str]:
+    """S or Y as a system's report not generated yet, with one line naming the system: a real report is
+    never byte-identical to gold's or another system's, so its requests must not be taken as repeats."""
+    return {i["instance_id"]: f"{str(i[column]).rstrip()}\n\nReport of {system}.\n" for i in inst}
+
+
+# ------------------------------------------------------------------------------------ recording
+
+
+@dataclass
+class _Role:
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    proxies: set[str] = field(default_factory=set)  # systems whose R' was a stand-in
+
+
+class _Recorder:
+    """Counts each distinct request once per role (the response cache answers repeats)."""
+
+    def __init__(self, max_output: int = 4096) -> None:
+        self.max_output = max_output  # a reply never exceeds the judge's max_output_tokens
+        self.roles: dict[str, _Role] = defaultdict(_Role)
+        self.seen: set[str] = set()
+        self.system = ""
+        self.proxy = False
+
+    def record(self, role: str, messages: list[dict], reply: BaseModel) -> None:
+        key = role + json.dumps(messages, sort_keys=True, ensure_ascii=False)
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        r = self.roles[role]
+        r.requests += 1
+        r.input_tokens += message_tokens(messages)
+        out = count_tokens(json.dumps(reply.model_dump(mode="json"), ensure_ascii=False))
+        r.output_tokens += min(out, self.max_output)
+        if self.proxy:
+            r.proxies.add(self.system)
+
+
+def _result(value: BaseModel, model: str) -> LLMResult:
+    return LLMResult(value, "", 0, 0, False, "", model, 1)
+
+
+def _instrument(judge: Any, rec: _Recorder, settings: LLMSettings) -> Any:
+    """`judge` with `ask` / `ask_messages` replaced (on this instance) by count-and-stand-in versions."""
+
+    def ask(role: str, schema: type, *, check: Any = None, **variables: Any) -> LLMResult:
+        messages = render(judge.prompts[role], **variables)
+        reply = schema.model_validate(_reply(role, variables, messages))
+        rec.record(role, messages, reply)
+        return _result(reply, settings.model)
+
+    def ask_messages(role: str, messages: list[dict], schema: type, *, check: Any = None) -> LLMResult:
+        reply = schema.model_validate(_reply(role, {}, messages))
+        rec.record(role, messages, reply)
+        return _result(reply, settings.model)
+
+    judge.ask = ask
+    judge.ask_messages = ask_messages
+    return judge
+
+
+# ------------------------------------------------------------------------------- stand-in replies
+
+_WHY = "The report states this with the same figures and period as the reference."
+
+
+def _ids(text: str) -> list[int]:
+    return [int(x) for x in re.findall(r"\d+", text)]
+
+
+def _sentences(text: str) -> list[str]:
+    """Sentences of a part (at most ITEM_WORDS words each: what one extracted item restates)."""
+    out = [s.strip() for s in split_sentences(re.sub(r"\s+", " ", text)) if len(s.split()) >= 4]
+    return [" ".join(s.split()[:ITEM_WORDS]) for s in out] or ["The part states one fact."]
+
+
+def _items(variables: Mapping[str, Any]) -> int:
+    lo, hi = int(variables.get("min_items") or 2), int(variables.get("max_items") or 5)
+    return max(1, (lo + hi) // 2)
+
+
+def _scaffold_reply(role: str, variables: Mapping[str, Any]) -> dict:
+    sents, n = _sentences(str(variables.get("report_part", ""))), _items(variables)
+    pick = [sents[i % len(sents)] for i in range(n)]
+    if role == "score_scaffold_facts":
+        return {"facts": [{"fact": s, "tier": "main", "source": s[:60]} for s in pick]}
+    if role == "score_scaffold_questions":
+        qs = [
+            {"question": f"What does the report say about {s[:50]}?", "answer": s, "tier": "main"}
+            for s in pick
+        ]
+        return {"questions": qs}
+    per = 3  # attributes per entity
+    ents = [pick[i : i + per] for i in range(0, n, per)]
+    return {
+        "entities": [
+            {
+                "name": f"Entity {k}",
+                "type": "other",
+                "attributes": [{"attribute": a, "tier": "main"} for a in e],
+            }
+            for k, e in enumerate(ents)
+        ]
+    }
+
+
+def _reply(role: str, v: Mapping[str, Any], messages: list[dict]) -> dict:
+    """A valid reply of `role` sized like a real one (what it holds never changes a count but its own)."""
+    if role == "score_units":
+        from tasks.score.coverage import OfflineCoverageJudge
+
+        units = OfflineCoverageJudge(None, "-").extract_units(str(v["report_part"]))  # type: ignore[arg-type]
+        return {
+            "units": [
+                {"type": u.type, "content": u.content, "source_sentence": u.source_sentence} for u in units
+            ]
+        }
+    if role == "score_coverage":
+        return {"judgments": [{"unit_id": i, "score": 1.0, "rationale": _WHY} for i in _ids(v["unit_ids"])]}
+    if role == "score_claims":
+        from tasks.score.faithfulness import claims_of
+
+        return {"claims": [{"content": c.content} for c in claims_of(str(v["report_part"]))]}
+    if role in ("score_verify", "score_entail"):
+        ids = [int(x) for x in re.findall(r"^### Claim (\d+)", str(v["claims"]), re.M)]
+        low = {i for i in ids if (i * 7919) % 100 < STAGE2_SHARE * 100} if role == "score_verify" else set()
+        return {
+            "verdicts": [{"claim_id": i, "score": 0.5 if i in low else 1.0, "rationale": _WHY} for i in ids]
+        }
+    if role.startswith("score_scaffold_") and role[15:] in ("facts", "questions", "entities"):
+        return _scaffold_reply(role, v)
+    if role == "score_scaffold_align":
+        return {"alignments": [{"id": i, "ok": True, "justification": _WHY} for i in _ids(v["item_ids"])]}
+    if role == "score_scaffold_entity_check":  # every listed entity found, with all its attributes
+        listed = [json.loads(ln) for ln in str(v["entities"]).splitlines() if ln.strip().startswith("{")]
+        return {
+            "entities": [
+                {"name": e.get("entity", ""), "preserved_ids": [a["id"] for a in e.get("attributes", [])]}
+                for e in listed
+            ]
+        }
+    if role == "score_scaffold_faithful":
+        return {
+            "sentences": [
+                {"id": i, "supported": True, "justification": _WHY} for i in _ids(v["sentence_ids"])
+            ]
+        }
+    if role == "score_rubric":
+        ids = [x.strip() for x in str(v["item_ids"]).split(",") if x.strip()]
+        return {"decisions": [{"item_id": i, "decision": "pass", "rationale": _WHY} for i in ids]}
+    if role == "score_holistic":
+        return dict.fromkeys(("faithfulness", "completeness", "understandability", "hallucination"), 7) | {
+            "rationale": _WHY
+        }
+    if role == "score_pairwise":
+        return {"winner": "tie", "rationale": _WHY}
+    if role == "score_structure":
+        lines = str(messages[-1]["content"]).splitlines()
+        heads = [h.title.strip() for h in map(heading_of, lines) if h is not None]
+        return {"title": "", "children": [{"type": "section", "title": h, "objective": h} for h in heads]}
+    raise FrameInputError(f"prompts/{role}.md", "no stand-in reply for this role")
+
+
+# ---------------------------------------------------------------------------------------- judges
+
+
+@dataclass
+class _Judges:
+    """The instrumented judges of the selected families (None where a family asks no model)."""
+
+    rec: _Recorder
+    tree: Any = None
+    coverage: Any = None
+    faithfulness: Any = None
+    extractor: Any = None
+    scaffold: Any = None
+    rubric: Any = None
+    holistic: Any = None
+    pairwise: Any = None
+
+    @classmethod
+    def make(cls, judge: LLMSettings | None, settings: ScoreSettings, fams: list[str], comps: list[str]):
+        rec = _Recorder(judge.max_output_tokens if judge is not None else 4096)
+        out = cls(rec)
+        if judge is None:
+            return out
+        llm = judge.model_copy(update={"concurrency": 1})  # one thread: the recorder counts in order
+
+        def inst(judge_cls: Any, *args: Any, **kw: Any) -> Any:
+            return _instrument(judge_cls(None, llm, *args, **kw), rec, llm)
+
+        if "structure" in fams and settings.tree == "llm":
+            from tasks.score.tree_llm import TreeJudge
+
+            out.tree = inst(TreeJudge)
+        if settings.judge != "openai":
+            return out
+        from tasks.score.coverage import LLMCoverageJudge
+        from tasks.score.faithfulness import LLMFaithfulnessJudge
+        from tasks.score.holistic import LLMHolisticJudge
+        from tasks.score.pairwise import LLMPairwiseJudge
+        from tasks.score.rubric import LLMRubricJudge
+        from tasks.score.scaffold import LLMScaffoldExtractor, LLMScaffoldJudge
+
+        pick = {
+            "coverage": lambda: inst(LLMCoverageJudge),
+            "faithfulness": lambda: inst(LLMFaithfulnessJudge),
+            "rubric": lambda: inst(LLMRubricJudge),
+            "holistic": lambda: inst(LLMHolisticJudge),
+        }
+        for name, make in pick.items():
+            if name in fams:
+                setattr(out, name, make())
+        if "scaffold" in fams:
+            out.extractor = inst(LLMScaffoldExtractor)
+            out.scaffold = inst(LLMScaffoldJudge, max_sentences=settings.max_items, seed=settings.seed)
+        if "pairwise" in comps:
+            out.pairwise = inst(LLMPairwiseJudge)
+        return out
+
+
+def _judge_instance(
+    j: _Judges,
+    inst: Mapping[str, Any],
+    reports: Mapping[str, str],
+    proxy: Mapping[str, bool],
+    grounding: Sequence[Any],
+    settings: ScoreSettings,
+) -> None:
+    """Every judge request of one instance (all systems, then the comparison of the contenders)."""
+    from tasks.score.coverage import coverage
+    from tasks.score.faithfulness import faithfulness
+    from tasks.score.holistic import holistic
+    from tasks.score.pairwise import pairwise_instance
+    from tasks.score.rubric import RubricContext, score_rubric
+
+    iid, gold, rec = str(inst["instance_id"]), str(inst["target_markdown"]), j.rec
+    seed = instance_seed(settings.seed, iid)
+    rec.system, rec.proxy = GOLD, False
+    scaffold = j.extractor.extract(gold) if j.extractor is not None else None
+    if j.tree is not None:
+        j.tree.tree(gold)
+    ctx = RubricContext(
+        str(inst["category"]), str(inst["domain"]), str(inst["sample_markdown"]), str(inst["t_target"])
+    )
+    for system, report in reports.items():
+        rec.system, rec.proxy = system, proxy[system]
+        if j.tree is not None:
+            j.tree.tree(report)
+        if j.coverage is not None:
+            coverage(gold, report, j.coverage, max_items=settings.max_items, seed=seed)
+        if j.faithfulness is not None:
+            faithfulness(report, grounding, j.faithfulness, max_items=settings.max_items, seed=seed)
+        if j.scaffold is not None:
+            j.scaffold.judge(scaffold, report)
+        if j.rubric is not None:
+            score_rubric(report, ctx, j.rubric)
+        if j.holistic is not None:
+            holistic(gold, report, grounding, j.holistic)
+    contenders = [s for s in reports if s != GOLD]
+    if j.pairwise is not None and len(contenders) >= 2:
+        rec.system, rec.proxy = "+".join(s for s in contenders if proxy[s]), any(proxy[s] for s in contenders)
+        pairwise_instance(iid, contenders, gold, {s: reports[s] for s in contenders}, j.pairwise)
+
+
+# ------------------------------------------------------------------------------------ generation
+
+
+def _generation_row(
+    s: _System,
+    inst: list[dict],
+    rows: Mapping[str, list[dict]],
+    generators: Mapping[str, Generator],
+    prices: Mapping[str, ModelPrice],
+) -> EstimateRow:
+    """Requests and tokens of one system generating a report per instance."""
+    if s.kind != "openai":
+        what = {
+            "builtin": "frame's own baseline",
+            "command": "a local program",
+            "submission": "reports given",
+        }
+        return EstimateRow(
+            role=s.name,
+            kind="system",
+            model="-",
+            requests=0,
+            input_tokens=0,
+            output_tokens=0,
+            usd=0.0,
+            basis=COUNTED,
+            note=f"{s.kind}: {what[s.kind]}, no model request",
+        )
+    llm = s.llm()
+    gen = generators.get(s.strategy)
+    requests = tokens_in = tokens_out = 0
+    for i in inst:
+        y = count_tokens(json.dumps({"report_markdown": i["target_markdown"]}, ensure_ascii=False))
+        g_rows = rows.get(str(i["grounding_set_id"]), [])
+        if gen is not None:
+            plans = gen(s.config, i, g_rows, llm)
+            requests += len(plans)
+            tokens_in += sum(message_tokens(m) for m in plans)
+        else:  # no generator given: S + G + the prompt, never more than the input budget
+            budget = llm.context_tokens - llm.max_output_tokens - min(2500, llm.context_tokens // 10)
+            need = (
+                count_tokens(str(i["sample_markdown"])) + sum(int(r.get("tokens") or 0) for r in g_rows) + 900
+            )
+            requests += 1
+            tokens_in += min(need, budget)
+        tokens_out += y
+    basis = COUNTED if gen is not None else "estimated: S + G + prompt, capped at the input budget"
+    return EstimateRow(
+        role=s.name,
+        kind="system",
+        model=llm.model,
+        requests=requests,
+        input_tokens=tokens_in,
+        output_tokens=tokens_out,
+        usd=usd(llm.model, tokens_in, tokens_out, prices),
+        basis=basis,
+        note=f"{s.strategy}; output tokens: the size of Y",
+    )
+
+
+# -------------------------------------------------------------------------------------- estimate
+
+
+def estimate_score(
+    release: Path,
+    systems: Mapping[str, Any],
+    judge: LLMSettings | None,
+    families: Sequence[str] | None,
+    settings: ScoreSettings,
+    *,
+    prices: Mapping[str, ModelPrice] | None = None,
+    generators: Mapping[str, Generator] | None = None,
+) -> Estimate:
+    """Requests, input and output tokens and cost of scoring `release` with `systems` (name -> system
+    config of schemas.evaluation, or None for a builtin named as such) and the `families` selected
+    (`--metrics` names; None: FRAME's three), judged by `judge` (None: offline judges). `generators` maps
+    a generation strategy ("one-shot", "section-by-section") to the function listing its requests."""
+    release, prices, generators = Path(release), prices or {}, generators or {}
+    sys_list = _systems(systems)
+    contenders = [s for s in sys_list if s.name != GOLD]
+    _, fams, comps = registry.plan(list(families) if families else None, len(contenders))
+    if judge is None and settings.tree == "llm" and "structure" in fams:
+        raise FrameInputError("--tree", "llm trees need a judge endpoint ([judge] or FRAME_LLM_BASE_URL)")
+    inst = sorted(_table(release, "instances"), key=lambda r: r["instance_id"])
+    rows: dict[str, list[dict]] = defaultdict(list)
+    for r in _table(release, "grounding_documents"):
+        rows[str(r["grounding_set_id"])].append(r)
+    reports, basis = _reports(release, inst, sys_list)
+    out = [_generation_row(s, inst, rows, generators, prices) for s in sys_list]
+    j = _Judges.make(judge, settings, fams, comps)
+    for i in inst:
+        by_system = {s.name: reports[s.name][i["instance_id"]] for s in sys_list}
+        proxy = {s.name: basis[s.name] != COUNTED for s in sys_list}
+        _judge_instance(j, i, by_system, proxy, grounding_of(release, str(i["grounding_set_id"])), settings)
+    out += _judge_rows(j.rec, judge, basis, prices)
+    return Estimate(
+        title=f"score dry run: {release.parent.name}/{release.name}, {len(inst)} instance(s)",
+        rows=out,
+        notes=_notes(judge, settings, basis, fams, comps),
+    )
+
+
+def _table(release: Path, name: str) -> list[dict]:
+    path = release / f"{name}.parquet"
+    if not path.is_file():
+        raise FrameInputError(path, "missing: not a frame release folder")
+    return pq.read_table(path).to_pylist()
+
+
+def _judge_rows(
+    rec: _Recorder, judge: LLMSettings | None, basis: Mapping[str, str], prices
+) -> list[EstimateRow]:
+    out = []
+    for role, r in rec.roles.items():
+        assert judge is not None
+        if role in REPLY_DRIVEN:
+            b = f"estimated: {REPLY_DRIVEN[role]}"
+        elif r.proxies:
+            names = sorted(n for s in r.proxies for n in s.split("+") if n)
+            b = "counted; R' estimated for " + ", ".join(f"{n} (size of {basis[n]})" for n in names)
+        else:
+            b = COUNTED
+        out.append(
+            EstimateRow(
+                role=role,
+                model=judge.model,
+                requests=r.requests,
+                input_tokens=r.input_tokens,
+                output_tokens=r.output_tokens,
+                usd=usd(judge.model, r.input_tokens, r.output_tokens, prices),
+                basis=b,
+            )
+        )
+    return out
+
+
+def _notes(
+    judge, settings: ScoreSettings, basis: Mapping[str, str], fams: list[str], comps: list[str]
+) -> list[str]:
+    notes = [
+        f"Families: {', '.join([*fams, *comps])}; judge: {judge.model if judge else 'offline'}"
+        f"{', trees by the judge' if settings.tree == 'llm' else ''}; "
+        f"up to {settings.max_items} items per report."
+    ]
+    if judge is None or (settings.judge != "openai" and settings.tree != "llm"):
+        notes.append("Offline judges: no judge request.")
+    notes += [
+        "Input tokens of judge prompts are o200k_base counts of the prompts the judges build; each distinct "
+        "request counts once (the response cache answers repeats).",
+        "Output tokens are estimated everywhere (stand-in replies the size of real ones; generation: the "
+        "size of Y). Assumes every reply is valid at once.",
+    ]
+    if settings.embedder.startswith("openai:"):
+        notes.append(f"Embedding requests of {settings.embedder} are not included.")
+    return notes
