@@ -114,9 +114,10 @@ def generate_for_scoring(
     for name, system in systems.items():
         if system is None:
             continue
+        identity = system.identity()  # once per system: it may hash a submission's or program's files
         for inst in instances.to_dict("records"):
             g = by_set.get(str(inst["grounding_set_id"]), [])
-            key = (name, system.identity(), inst["instance_id"], instance_digest(inst, g), code)
+            key = (name, identity, inst["instance_id"], instance_digest(inst, g), code)
             futures.append(
                 (
                     name,

@@ -177,8 +177,7 @@ def score_release(
     if not isinstance(systems, dict):
         names = list(systems)
         made = systems_for([n for n in names if n != GOLD], None, llm, _cache_dir())
-        systems = {n: made[n] for n in names if n != GOLD} | ({GOLD: None} if GOLD in names else {})
-        systems = {n: systems[n] for n in names}  # keep the order given
+        systems = {n: made.get(n) for n in names}  # gold -> None, in the order given
     flow_on_runner = score_release_flow.with_options(task_runner=make_task_runner(run or RunSettings()))
     return flow_on_runner(release, systems, settings, llm, out_dir, metrics, embed_llm)
 
