@@ -22,11 +22,11 @@ from tasks.release.write import write_release
 
 def prompt_hashes() -> dict[str, str]:
     """sha256 of the prompts that write gold reports; report generators' and judges' prompts
-    (generate_*, score_*) do not shape a release, so editing them leaves its identity alone."""
+    (generate_*, score_*, evolve_*) do not shape a release, so editing them leaves its identity alone."""
     return {
         p.name: hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted((ROOT / "prompts").glob("*.md"))
-        if not p.name.startswith(("generate_", "score_"))
+        if not p.name.startswith(("generate_", "score_", "evolve_"))
     }
 
 

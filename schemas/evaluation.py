@@ -1,7 +1,7 @@
 """Evaluation configuration (TOML): the named report systems to score and the model roles that score them.
 
 `[systems.NAME]` tables (kind = builtin | openai | command | submission), the `[judge]` and `[embedder]`
-roles, `[score]`, `[prices]`, `[run]` and `[build]`. `load_eval_config` validates a file like
+roles, `[score]`, `[prices]`, `[run]`, `[build]` and `[evolve]`. `load_eval_config` validates a file like
 `schemas.config.load_config`: one-line ConfigError naming the file and the field, unknown keys first
 (with a "did you mean" when one is close). Relative paths (prompt templates, submissions, program files
 in a command) resolve against the config's folder. `system_identity` is what of a system changes its
@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from schemas.config import BuildSettings, LLMSettings, ModelPrice, RunSettings, _Strict, read_toml
+from schemas.evolve import EvolveSettings
 from schemas.scoring import ScoreSettings
 from tasks.errors import ConfigError
 
@@ -293,6 +294,7 @@ class EvalConfig(_Strict):
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     run: RunSettings = RunSettings()
     build: BuildSettings | None = None
+    evolve: EvolveSettings = EvolveSettings()
 
     @field_validator("systems", mode="before")
     @classmethod

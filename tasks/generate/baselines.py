@@ -18,6 +18,7 @@ Both are deterministic. `generate_report(system, instance_row, grounding_rows)` 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,7 @@ from tasks.synthesize.retrieve import RetrievalIndex, parse_blocks
 
 __all__ = [
     "GENERATORS",
+    "HONOURED",
     "TABLE_BUDGET",
     "TEXT_BUDGET",
     "TEXT_K",
@@ -126,11 +128,70 @@ def _safe(text: str) -> str:
     return "\n".join("\\" + ln if _heading(ln) else ln for ln in text.splitlines())
 
 
-def extractive(instance_row: Mapping[str, Any], grounding_rows: Iterable[Mapping[str, Any]]) -> str:
-    """S's headings, each filled with the most relevant verbatim passages of G (see the module docstring)."""
+# Rules of a generation skill (schemas.evolve.Rule.tag) that `extractive` can honour, since it can
+# check them itself: a section ends on a complete sentence, no near-repeat of a passage already used, no
+# section of S left empty. Other rules leave its output unchanged.
+HONOURED = frozenset({"complete-ending", "no-repetition", "fill-empty"})
+EMPTY_NOTE = "The documents of this period do not cover this section."
+_END = (".", "!", "?", ":", ";", ")", "]", '"', "'", "|")
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]?(?=\s)")
+
+
+def _complete(text: str) -> str:
+    """`text` cut after its last complete sentence ('' if it has none): a passage never ends mid-sentence."""
+    text = text.rstrip()
+    if not text or text.endswith(_END) or "\n|" in text:
+        return text
+    ends = list(_SENTENCE_END.finditer(text))
+    return text[: ends[-1].end()].rstrip() if ends else ""
+
+
+def _near_repeat(text: str, used: list[str]) -> bool:
+    from rapidfuzz import fuzz
+
+    return any(fuzz.token_set_ratio(text, u) >= 90 for u in used)
+
+
+def _section_passages(
+    index: RetrievalIndex, i: int, sec: SampleSection, used: set, honour: frozenset
+) -> list:
+    node = StructureNode(
+        id=f"h{i}",
+        type="table" if sec.has_table else "text",
+        title=sec.path[-1] if sec.path else "",
+        objective=sec.first_sentence,
+        questions=list(sec.path[:-1]),  # heading path above, at question weight (0.5)
+    )
+    ranked = [p for p in index.rank(node) if (p.doc_id, p.text) not in used]
+    chosen = []
+    if sec.has_table:
+        table = next((p for p in ranked if p.kind == "table" and p.tokens <= TABLE_BUDGET), None)
+        if table is not None:
+            chosen.append(table)
+    left = TEXT_BUDGET
+    n_text = 0
+    for p in ranked:
+        if n_text >= TEXT_K:
+            break
+        if p.kind in ("text", "list") and p.tokens <= left:
+            if "no-repetition" in honour and _near_repeat(p.text, [t for _, t in used]):
+                continue
+            chosen.append(p)
+            left -= p.tokens
+            n_text += 1
+    return chosen
+
+
+def extractive(
+    instance_row: Mapping[str, Any],
+    grounding_rows: Iterable[Mapping[str, Any]],
+    honour: Iterable[str] = (),
+) -> str:
+    """S's headings, each filled with the most relevant verbatim passages of G (see the module docstring).
+    `honour`: skill rule tags of HONOURED to apply (others are ignored)."""
+    honour = frozenset(honour) & HONOURED
     _, sections = sample_sections(str(instance_row["sample_markdown"]))
-    gset = grounding_set_from_rows(grounding_rows)
-    index = RetrievalIndex(gset)
+    index = RetrievalIndex(grounding_set_from_rows(grounding_rows))
     used: set[tuple[str, str]] = set()
     out: list[str] = []
     for i, sec in enumerate(sections):
@@ -138,31 +199,18 @@ def extractive(instance_row: Mapping[str, Any], grounding_rows: Iterable[Mapping
         out.append("")
         if not sec.body:  # a pure container in S: keep it a container
             continue
-        node = StructureNode(
-            id=f"h{i}",
-            type="table" if sec.has_table else "text",
-            title=sec.path[-1] if sec.path else "",
-            objective=sec.first_sentence,
-            questions=list(sec.path[:-1]),  # heading path above, at question weight (0.5)
-        )
-        ranked = [p for p in index.rank(node) if (p.doc_id, p.text) not in used]
-        chosen = []
-        if sec.has_table:
-            table = next((p for p in ranked if p.kind == "table" and p.tokens <= TABLE_BUDGET), None)
-            if table is not None:
-                chosen.append(table)
-        left = TEXT_BUDGET
-        n_text = 0
-        for p in ranked:
-            if n_text >= TEXT_K:
-                break
-            if p.kind in ("text", "list") and p.tokens <= left:
-                chosen.append(p)
-                left -= p.tokens
-                n_text += 1
-        for p in chosen:
+        texts = []
+        for p in _section_passages(index, i, sec, used, honour):
             used.add((p.doc_id, p.text))
-            out.append(_safe(p.text.strip()))
+            text = _safe(p.text.strip())
+            if "complete-ending" in honour and p.kind != "table":
+                text = _complete(text)
+            if text:
+                texts.append(text)
+        if not texts and "fill-empty" in honour:
+            texts.append(EMPTY_NOTE)
+        for text in texts:
+            out.append(text)
             out.append("")
     text = "\n".join(out).strip()
     return text + "\n" if text else ""

@@ -132,15 +132,19 @@ def run_command(
     output: str = "stdout",
     env: Mapping[str, str] | None = None,
     workdir_root: Path | None = None,
+    files: Mapping[str, str] | None = None,
 ) -> Generation:
     """Run `argv` on one instance (see the module docstring); `workdir_root` holds the instance folders
-    (default: the system's temporary folder)."""
+    (default: the system's temporary folder); `files` are extra {name: text} files of the instance folder
+    (e.g. a generation skill)."""
     iid = str(instance["instance_id"])
     if workdir_root is not None:
         Path(workdir_root).mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="frame-instance-", dir=workdir_root))
     try:
         write_instance_folder(folder, instance, grounding)
+        for name, text in (files or {}).items():
+            (folder / Path(name).name).write_text(text, encoding="utf-8")
         full_env = {**os.environ, **(env or {}), INSTANCE_DIR_ENV: str(folder)}
         try:
             code, stdout, stderr = _run(list(argv), folder, full_env, timeout_s)

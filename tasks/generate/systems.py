@@ -197,8 +197,15 @@ class CommandReportSystem(_Base):
 
     kind = "command"
 
-    def __init__(self, name: str, config: CommandSystem, workdir_root: Path | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        config: CommandSystem,
+        workdir_root: Path | None = None,
+        files: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__(name, config)
+        self.files = dict(files or {})  # extra files of every instance folder (e.g. a generation skill)
         program = config.command[0]
         if shutil.which(program) is None and not Path(program).is_file():
             raise ConfigError(
@@ -218,6 +225,7 @@ class CommandReportSystem(_Base):
             output=c.output,
             env=c.env,
             workdir_root=self.workdir_root,
+            files=self.files,
         )
 
 

@@ -1,0 +1,154 @@
+"""The optimizer and critic roles of the evolve loop, each with an LLM form and a deterministic offline form.
+
+Optimizer: (current skill K_t, recurrent failures, rules rejected before) -> candidate K_{t+1}. The
+offline optimizer adds the template rule (tasks.evolve.skill.TEMPLATES) of each failure it has one for,
+most failed first, skipping rejected ones. The LLM optimizer is shown item semantics, aggregate outcomes
+and anonymised evidence only (Failure.brief). Critic: removes rules naming instance facts (figures, domain
+names), rules that copy rubric wording, near-duplicates and conflicting rules (two rules for one tag),
+then enforces the word budget (newest rules go first). The offline critic always runs, also after an LLM
+critic, so its guarantees hold whatever the model replies."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+from rapidfuzz import fuzz
+
+from schemas.config import LLMSettings
+from schemas.evolve import Rule, Skill
+from schemas.rubric import load_rubric
+from tasks.evolve.failures import Failure
+from tasks.evolve.skill import TEMPLATE_FOR_ITEM, TEMPLATES
+
+__all__ = ["CriticReply", "SkillReply", "critique", "llm_critique", "llm_propose", "propose"]
+
+OPTIMIZER_ROLE = "evolve_optimizer"
+CRITIC_ROLE = "evolve_critic"
+
+
+class SkillReply(BaseModel):
+    rules: list[Rule] = Field(max_length=40)
+
+
+class Removed(BaseModel):
+    rule: str
+    why: str
+
+
+class CriticReply(BaseModel):
+    rules: list[Rule] = Field(max_length=40)
+    removed: list[Removed] = Field(default_factory=list)
+
+
+def propose(
+    current: Skill, failures: list[Failure], rejected: set[str], max_new: int
+) -> tuple[Skill, list[str]]:
+    """The offline optimizer: K_t plus the template rules of the most failed items (see module docstring)."""
+    have = current.tags
+    added: list[Rule] = []
+    notes: list[str] = []
+    for f in failures:
+        tag = TEMPLATE_FOR_ITEM.get(f.item)
+        if tag is None:
+            notes.append(f"no template rule for failure {f.title!r}")
+        elif tag in have or tag in rejected:
+            continue
+        elif len(added) < max_new:
+            added.append(TEMPLATES[tag])
+            have = have | {tag}
+            notes.append(
+                f"added a {TEMPLATES[tag].stage} rule for failure {f.title!r} ({f.fail_rate:.0%} failed)"
+            )
+    return Skill(rules=[*current.rules, *added]), notes
+
+
+def _rubric_phrases(n: int = 6) -> set[tuple[str, ...]]:
+    """Every run of `n` words of a rubric criterion (a rule containing one copies the rubric's wording)."""
+    out: set[tuple[str, ...]] = set()
+    for item in load_rubric():
+        words = re.findall(r"[a-z]+", item.criterion.lower())
+        out.update(tuple(words[i : i + n]) for i in range(len(words) - n + 1))
+    return out
+
+
+def _copies_rubric(rule: Rule, phrases: set[tuple[str, ...]], n: int = 6) -> bool:
+    words = re.findall(r"[a-z]+", f"{rule.when} {rule.do} {rule.check}".lower())
+    return any(tuple(words[i : i + n]) in phrases for i in range(len(words) - n + 1))
+
+
+def _names_instance(rule: Rule, names: set[str]) -> bool:
+    text = f"{rule.when} {rule.do} {rule.check}"
+    if re.search(r"\d", text):
+        return True
+    return any(len(n) >= 3 and re.search(rf"\b{re.escape(n)}\b", text, re.I) for n in names)
+
+
+def critique(candidate: Skill, current: Skill, names: set[str], budget_words: int) -> tuple[Skill, list[str]]:
+    """The offline critic (see the module docstring); returns the revised skill and one note per removal."""
+    phrases = _rubric_phrases()
+    kept: list[Rule] = []
+    notes: list[str] = []
+    for rule in candidate.rules:
+        why = None
+        if _names_instance(rule, names):
+            why = "names an instance fact (a figure or a domain name)"
+        elif _copies_rubric(rule, phrases):
+            why = "copies rubric wording"
+        elif rule.tag and rule.tag in {k.tag for k in kept}:
+            why = "conflicts with an earlier rule for the same concern"
+        elif any(fuzz.token_set_ratio(rule.do, k.do) >= 90 and rule.stage == k.stage for k in kept):
+            why = "duplicates an earlier rule"
+        if why:
+            notes.append(f"removed {rule.stage} rule {rule.when!r}: {why}")
+        else:
+            kept.append(rule)
+    old = {r.model_dump_json() for r in current.rules}
+    while sum(r.words for r in kept) > budget_words and kept:
+        newest = [i for i, r in enumerate(kept) if r.model_dump_json() not in old]
+        drop = kept.pop(newest[-1] if newest else len(kept) - 1)
+        notes.append(f"removed {drop.stage} rule {drop.when!r}: over the {budget_words}-word budget")
+    return Skill(rules=kept), notes
+
+
+def _client(settings: LLMSettings, cache_dir: Path):
+    from tasks.llm.client import LLMClient
+
+    return LLMClient(settings, cache_dir)
+
+
+def llm_propose(
+    current: Skill,
+    failures: list[Failure],
+    rejected: list[Rule],
+    budget_words: int,
+    settings: LLMSettings,
+    cache_dir: Path,
+) -> tuple[Skill, list[str]]:
+    """The LLM optimizer: one validated request (retried by LLMClient when the reply is invalid)."""
+    from tasks.llm.prompts import load_prompt, render
+
+    briefs = "\n".join(json.dumps(f.brief(), ensure_ascii=False, sort_keys=True) for f in failures)
+    tried = "; ".join(f"{r.stage}: when {r.when}, {r.do}" for r in rejected) or "none"
+    messages = render(
+        load_prompt(OPTIMIZER_ROLE),
+        skill=current.render() or "(empty)",
+        failures=briefs or "(none)",
+        rejected=tried,
+        budget=budget_words,
+    )
+    got = _client(settings, cache_dir).complete_json(OPTIMIZER_ROLE, messages, SkillReply, None)
+    return Skill(rules=got.value.rules), [f"optimizer {got.model}: {len(got.value.rules)} rules"]
+
+
+def llm_critique(
+    candidate: Skill, budget_words: int, settings: LLMSettings, cache_dir: Path
+) -> tuple[Skill, list[str]]:
+    from tasks.llm.prompts import load_prompt, render
+
+    messages = render(load_prompt(CRITIC_ROLE), skill=candidate.render() or "(empty)", budget=budget_words)
+    got = _client(settings, cache_dir).complete_json(CRITIC_ROLE, messages, CriticReply, None)
+    notes = [f"critic {got.model} removed {r.rule!r}: {r.why}" for r in got.value.removed]
+    return Skill(rules=got.value.rules), notes
