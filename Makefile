@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python benchmarks/grounding.py
 	$(BIN)/python benchmarks/structural_similarity.py
+	$(BIN)/python benchmarks/meta_structure.py --release data/releases/demo/$(DEMO_VERSION)
 	$(BIN)/python benchmarks/refresh.py
 	$(MAKE) demo
 	$(BIN)/python benchmarks/scoring.py --release data/releases/demo/$(DEMO_VERSION)

@@ -56,7 +56,7 @@ def generated(req: fake_llm.Recorded) -> fake_llm.Reply:
         cut = max((i for i, ln in enumerate(lines) if ln.startswith("## ")), default=len(lines))
         lines = lines[:cut] if cut > 1 else lines
     elif model == "model-c":  # keeps only headings and the first sentence under each
-        lines = [ln for i, ln in enumerate(lines) if ln.startswith("#") or (i and lines[i - 1].startswith("#"))]
+        lines = [ln for i, ln in enumerate(lines) if ln.startswith("#") or (i and lines[i - 1][:1] == "#")]
     text = "\n".join(lines) + f"\n\nWritten by {model} at temperature {temp}.\n"
     return fake_llm.json_reply({"report_markdown": text})
 
@@ -112,7 +112,8 @@ def main() -> None:
     }
     env.pop("PREFECT_API_URL", None)
     print(f"release: {args.release.relative_to(ROOT) if args.release.is_relative_to(ROOT) else args.release}")
-    print(f"instances: {len(instances)}; systems: 3 builtin, 3 openai, 1 command, 1 submission; judge {JUDGE}")
+    kinds = "3 builtin, 3 openai, 1 command, 1 submission"
+    print(f"instances: {len(instances)}; systems: {kinds}; judge {JUDGE}")
     with fake_llm.LLMTestServer() as server:
         server.default_chat = generated
         cmd = [FRAME, "score", "--release", str(rel), "--config", ""]
@@ -129,7 +130,8 @@ def main() -> None:
             roles = Counter(role_of(r) for r in new)
             gens = Counter(r.body["model"] for r in new if role_of(r) == "generate_one_shot")
             print(f"\n== {label}: {took:.0f} s, {len(new)} chat requests")
-            print("   task states: " + ", ".join(f"{k[0]} {k[1]} {v}" for k, v in sorted(states(res.stdout).items())))
+            counted = sorted(states(res.stdout).items())
+            print("   task states: " + ", ".join(f"{k[0]} {k[1]} {v}" for k, v in counted))
             if roles:
                 print("   requests by role: " + ", ".join(f"{k} {v}" for k, v in sorted(roles.items())))
             if gens:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -24,10 +25,10 @@ from flows.results import sweep_interrupted
 from flows.steps import STEPS, SYNTH_STEPS, refresh_keys  # noqa: F401  (re-exported)
 from schemas.config import EdgarDomain, FrameConfig, LLMSettings
 from schemas.structure import ReportStructure, structure_json
-from tasks.atomic import atomic_write_text
 from tasks.ground.load import load_grounding_set
 from tasks.instances import report_shape
 from tasks.llm.backend import StepContext
+from tasks.manifest import check_folder, describe, recover_leftovers, write_folder
 from tasks.synthesize import make_backend
 from tasks.synthesize.fill import FillResult, fill_report
 from tasks.synthesize.outline import render_outline
@@ -108,27 +109,29 @@ def validate_task(
 def _save_report_files(
     folder: Path, structure: ReportStructure, outline: str, filled: FillResult, check: GoldValidation
 ) -> None:
-    """data/reports/<domain>/<snapshot>/: what a person opens to inspect one gold report."""
-    atomic_write_text(folder / "structure.json", structure_json(structure) + "\n")
-    atomic_write_text(folder / "outline.md", outline)
-    atomic_write_text(folder / "report.md", filled.report)
-    atomic_write_text(
-        folder / "validation.json",
-        json.dumps(
-            {
-                "skeleton_equal": check.skeleton_equal,
-                "placeholders_left": check.placeholders_left,
-                "numbers_total": check.numbers_total,
-                "numbers_supported": check.numbers_supported,
-                "support_rate": check.support_rate,
-                "unsupported": check.unsupported,
-                "evidence": filled.evidence,
-            },
-            indent=1,
-            sort_keys=True,
-        )
-        + "\n",
-    )
+    """data/reports/<domain>/<snapshot>/: what a person opens to inspect one gold report (with its
+    MANIFEST.json, written all or nothing like a grounding folder)."""
+    validation = {
+        "skeleton_equal": check.skeleton_equal,
+        "placeholders_left": check.placeholders_left,
+        "numbers_total": check.numbers_total,
+        "numbers_supported": check.numbers_supported,
+        "support_rate": check.support_rate,
+        "unsupported": check.unsupported,
+        "evidence": filled.evidence,
+    }
+    files = {
+        "structure.json": structure_json(structure) + "\n",
+        "outline.md": outline,
+        "report.md": filled.report,
+        "validation.json": json.dumps(validation, indent=1, sort_keys=True) + "\n",
+    }
+
+    def fill(tmp: Path) -> None:
+        for name, text in files.items():
+            (tmp / name).write_text(text, encoding="utf-8")
+
+    write_folder(folder, fill)
 
 
 # A domain whose config, code, sources, backend settings and written outputs are unchanged is served
@@ -220,13 +223,41 @@ def _build_domain(
     return {"domain": domain.name, "category": domain.category, "kind": kind, "snapshots": snapshots}
 
 
-def _outputs_present(cfg: FrameConfig, name: str) -> bool:
+def stale_outputs(cfg: FrameConfig, name: str) -> list[str]:
+    """One line per snapshot folder of domain `name` (grounding, gold report) that exists but no longer
+    matches its manifest: `data/grounding/<domain>/<snapshot>: <problems>` (relative to the data
+    folder's parent). Leftovers of a killed write are cleaned first; a folder not written yet is none."""
     data = Path(cfg.build.data_dir)
-    return all(
-        (data / "grounding" / name / t / "documents.json").is_file()
-        and (data / "reports" / name / t / "report.md").is_file()
+    lines = []
+    for t in cfg.domain(name).snapshots:
+        for top in ("grounding", "reports"):
+            folder = data / top / name / t
+            recover_leftovers(folder)
+            if not folder.exists():
+                continue
+            problems = check_folder(folder)
+            if problems:
+                lines.append(f"{data.name}/{top}/{name}/{t}: {describe(problems)}")
+    return lines
+
+
+def _outputs_missing(cfg: FrameConfig, name: str) -> bool:
+    data = Path(cfg.build.data_dir)
+    return not all(
+        (data / top / name / t).is_dir()
         for t in cfg.domain(name).snapshots
+        for top in ("grounding", "reports")
     )
+
+
+def _warn_stale(lines: list[str]) -> None:
+    """Each folder in one line, in the run's log and on stderr (a person running `frame` sees it)."""
+    log = get_run_logger()
+    for line in lines:
+        log.warning("%s; recomputing", line)
+        # not print(): the flow's log_prints would turn it into a second log record instead
+        sys.stderr.write(f"frame: warning: {line}; recomputing\n")
+        sys.stderr.flush()
 
 
 def report_row(domain: dict, snap: dict) -> dict:
@@ -275,9 +306,12 @@ def build(cfg: FrameConfig, domains: list[str], refresh: list[str] | None = None
     futures = {}
     for name in domains:
         mine = [k for k in refresh if k.startswith(f"{name}|")]
-        # Missing outputs (a deleted data folder part) also run the domain: its steps come from their
-        # own caches and write the files again.
-        run = mine or not _outputs_present(cfg, name)
+        # Missing outputs (a deleted data folder part) or outputs that no longer match their manifests
+        # (edited, truncated, deleted files) also run the domain: its steps come from their own caches
+        # and write the folders again, as a clean build would.
+        stale = stale_outputs(cfg, name)
+        _warn_stale(stale)
+        run = bool(mine or stale) or _outputs_missing(cfg, name)
         t = build_domain_task.with_options(refresh_cache=True) if run else build_domain_task
         # Keyed on this domain's slice of the config: a change to another domain leaves it cached.
         futures[name] = t.submit(cfg.for_domain(name), name, mine, code, digest, llm)

@@ -7,7 +7,9 @@ Prefect is imported only by the commands that run flows, so `frame ground` start
 from __future__ import annotations
 
 import json
+import re
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,11 +17,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from flows.meta import meta_app
 from tasks.errors import FrameInputError
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="frame: FRAME benchmark builder.")
 qa_app = typer.Typer(no_args_is_help=True, help="Construction quality checks.")
 app.add_typer(qa_app, name="qa")
+app.add_typer(meta_app, name="meta")
 
 console = Console(stderr=True)
 KIND_CHOICES = ("edgar", "arxiv")
@@ -29,6 +33,31 @@ def _fail(exc: FrameInputError) -> None:
     # One line, no traceback: the message already names the file and the problem.
     print(f"frame: error: {exc}".replace("\n", " "), file=sys.stderr)
     raise typer.Exit(2)
+
+
+@contextmanager
+def _writing(target: Path):
+    """Name `target` in a file-system fault that names no path (a full disk while writing, say), so the
+    error boundary in `main` can say where it happened."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = str(target)
+        raise
+
+
+def _output_folder(out: Path) -> Path:
+    """`--out` of a command that replaces a whole folder: never the working folder or one above it."""
+    try:
+        here, there = Path.cwd().resolve(), out.resolve()
+    except OSError as exc:
+        raise FrameInputError(out, exc.strerror or "unusable path") from None
+    if not there.name or there == here or there in here.parents:
+        raise FrameInputError("--out", f"{out} is the working folder or one above it: name a folder to write")
+    if there.exists() and not there.is_dir():
+        raise FrameInputError("--out", f"{out} is a file, not a folder")
+    return out
 
 
 def _read_input(path: Path) -> bytes:
@@ -52,6 +81,7 @@ def ground(
     try:
         if kind is not None and kind not in KIND_CHOICES:
             raise FrameInputError("--kind", f"must be one of {', '.join(KIND_CHOICES)} (got {kind!r})")
+        _output_folder(out)
         data = _read_input(path)
         # errors name the path given; the documents record only the file name (no machine path)
         result = ground_source(
@@ -61,7 +91,8 @@ def ground(
             expected_form=form,
             source_ref=path.name,
         )
-        write_grounding(result, out)
+        with _writing(out):
+            write_grounding(result, out)
     except FrameInputError as exc:
         _fail(exc)
     tokens = sum(d.tokens for d in result.documents)
@@ -248,8 +279,11 @@ def build_cmd(
 ) -> None:
     """fetch -> ground -> synthesize -> instances -> release, domains in parallel, every step cached."""
     from schemas.config import load_config
+    from schemas.release import release_id_problems
 
     try:
+        for where, problem in release_id_problems(release, version):  # before any step runs (or pays)
+            raise FrameInputError(where, problem)
         cfg = load_config(config)
         names = [cfg.domain(d).name for d in domain] if domain else [d.name for d in cfg.domains]
         if dry_run:
@@ -346,8 +380,11 @@ def refresh_cmd(
     import datetime as dt
 
     from schemas.config import load_config
+    from schemas.release import release_id_problems
 
     try:
+        for where, problem in release_id_problems(release, "0.0.0")[:1]:  # the version is computed
+            raise FrameInputError(where, problem)
         cfg = load_config(config)
         if bump not in ("major", "minor", "patch"):
             raise FrameInputError("--bump", f"must be major, minor or patch (got {bump!r})")
@@ -404,13 +441,27 @@ def status_cmd(
             data_dir = data or Path("data")
     except FrameInputError as exc:
         _fail(exc)
-    run = latest_run(data_dir)
+    try:
+        run = latest_run(data_dir)
+        if run is not None and not isinstance(run, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as exc:  # a truncated or hand-edited run record
+        where = Path(data_dir) / "runs" / "latest.json"
+        _fail(FrameInputError(where, f"not a run record ({str(exc).splitlines()[0]}); rebuild to rewrite it"))
     if run is None:
         print(f"frame: error: {data_dir}: no build has run in this data folder yet", file=sys.stderr)
         raise typer.Exit(1)
     if as_json:
         print(json.dumps(run, indent=1, sort_keys=True))
         return
+    try:
+        _print_status(run)
+    except (KeyError, TypeError, ValueError) as exc:
+        where = Path(data_dir) / "runs" / "latest.json"
+        _fail(FrameInputError(where, f"not a run record (bad or missing field {exc}); rebuild to rewrite it"))
+
+
+def _print_status(run: dict) -> None:
     out = Console()
     if "in_progress" in run:
         p = run["in_progress"]
@@ -476,18 +527,33 @@ def serve_cmd(
 
 
 @release_app.command("verify")
-def release_verify(path: Annotated[Path, typer.Argument(help="data/releases/<name>/<version>")]) -> None:
-    """Check checksums, schemas, row counts and references of a release."""
-    from tasks.release.verify import verify_release
+def release_verify(
+    path: Annotated[Path, typer.Argument(help="data/releases/<name>/<version>")],
+    deep: Annotated[
+        bool,
+        typer.Option(
+            "--deep",
+            help="also check that the data folder still holds the grounding and reports it was built from",
+        ),
+    ] = False,
+    data: Annotated[
+        Path | None, typer.Option("--data", help="--deep: the data folder (default: the release's own)")
+    ] = None,
+) -> None:
+    """Check checksums, schemas, row counts and references of a release (--deep: and its input folders)."""
+    from tasks.release.verify import verify_deep, verify_release
 
     try:
         report = verify_release(path)
+        problems = list(report.problems)
+        if deep:
+            problems += verify_deep(path, _data_folder(path, data))
     except FrameInputError as exc:
         _fail(exc)
-    for p in report.problems:
+    for p in problems:
         print(f"frame: error: {p}", file=sys.stderr)
-    print(f"{path}: {'ok' if report.ok else 'FAILED'}")
-    raise typer.Exit(0 if report.ok else 1)
+    print(f"{path}: {'ok' if not problems else 'FAILED'}")
+    raise typer.Exit(0 if not problems else 1)
 
 
 @release_app.command("diff")
@@ -715,13 +781,29 @@ def _score_plan(release: Path, systems: str, metrics: str, config: Path | None, 
     judge_llm = ev.judge_settings() if ev is not None and ev.judge is not None else llm
     if judge_llm is not None and judge_llm.backend != "openai":
         judge_llm = None
-    data_dir = data_dir or release.resolve().parents[2]
+    data_dir = _data_folder(release, data_dir)
     cache_dir = Path(os.environ.get("FRAME_CACHE_DIR") or data_dir / "cache")
     named = _score_systems(release, systems, ev, llm, cache_dir, allow_missing)
     return SimpleNamespace(
         ev=ev, chosen=chosen, settings=settings, judge_llm=judge_llm, data_dir=data_dir, run=run,
         embed_llm=ev.embedder_settings() if ev is not None else None, systems=named,
     )  # fmt: skip
+
+
+def _data_folder(release: Path, configured: Path | None) -> Path:
+    """Where a command on a release keeps logs, caches and outputs: the config's data_dir, else
+    $FRAME_DATA_DIR, else the data folder the release belongs to when it sits in one
+    (<data>/releases/<name>/<version>), else ./data. Never a folder merely above the release."""
+    import os
+
+    if configured is not None:
+        return Path(configured)
+    if os.environ.get("FRAME_DATA_DIR"):
+        return Path(os.environ["FRAME_DATA_DIR"])
+    rel = release.resolve()
+    if len(rel.parents) >= 3 and rel.parents[1].name == "releases":
+        return rel.parents[2]
+    return Path("data")
 
 
 def _print_score_estimate(release: Path, plan) -> None:
@@ -753,7 +835,9 @@ def _run_score(release: Path, plan, out: Path | None) -> None:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     route_prefect_console(plan.data_dir / "logs" / f"score-{stamp}.log")
     started = time.time()
-    args = (str(release), plan.systems, plan.settings, plan.judge_llm, str(out) if out else None, plan.chosen)
+    rel = release.resolve()
+    out = out or plan.data_dir / "scores" / rel.parent.name / rel.name
+    args = (str(release), plan.systems, plan.settings, plan.judge_llm, str(out), plan.chosen)
     try:
         result = _run_with_bar(
             "score",
@@ -1116,8 +1200,29 @@ def _print_summary(rows: list[dict]) -> None:
     Console(width=None if sys.stdout.isatty() else 160).print(table)
 
 
-def main() -> None:  # pragma: no cover - entry point
-    app()
+def os_error_line(exc: OSError) -> str:
+    """One line for a file-system fault: the path (relative to the working folder when inside it) and the
+    reason (read-only file system, no space left, permission denied, ...)."""
+    name = exc.filename if exc.filename is not None else ""
+    if name and re.match(r"\..+\.(tmp|old)-", Path(name).name):  # a temp file of a write: name its folder
+        name = str(Path(name).parent)
+    if name:
+        try:
+            name = str(Path(name).resolve().relative_to(Path.cwd()))
+        except (ValueError, OSError):
+            name = str(name)
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return f"{name}: {reason}" if name else reason
+
+
+def main() -> None:  # pragma: no cover - entry point (tests run it through the `frame` script)
+    """The `frame` command: every command under one error boundary for file-system faults, which end in
+    one line and exit 2 (a full or read-only disk, a busy or forbidden path), never a traceback."""
+    try:
+        app()
+    except OSError as exc:
+        print(f"frame: error: {os_error_line(exc)}".replace("\n", " "), file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,4 +1,7 @@
-"""Assemble a release from a build's results: parquet tables, manifest, dataset card (SPEC §6)."""
+"""Assemble a release from a build's results: parquet tables, manifest, dataset card (SPEC §6).
+
+Its inputs are the data folder's grounding and gold report folders: each must match its MANIFEST.json
+(else FrameInputError), and the release records their manifest digests in inputs.json."""
 
 from __future__ import annotations
 
@@ -14,9 +17,12 @@ from flows.build import config_digest, report_row
 from flows.ground import ROOT, code_version
 from schemas.config import FrameConfig
 from schemas.structure import structure_json
+from tasks.errors import FrameInputError
 from tasks.ground.load import load_grounding_set
 from tasks.instances import category_stats, make_instances
+from tasks.manifest import check_folder, describe, manifest_digest, read_manifest
 from tasks.release.card import render_card
+from tasks.release.verify import INPUTS_FILE, inputs_json
 from tasks.release.write import write_release
 
 
@@ -37,17 +43,38 @@ def created_at() -> str:
     return when.replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-def release_tables(results: list[dict]) -> tuple[dict[str, list[dict]], list[dict]]:
+def checked_inputs(data_dir: Path, domain: str, snapshot: str) -> dict[str, str]:
+    """{"grounding/<domain>/<snapshot>": manifest digest, "reports/...": ...} of one snapshot's input
+    folders; FrameInputError when one has no manifest or no longer matches it (rebuild to redo it)."""
+    data = Path(data_dir)
+    out = {}
+    for top in ("grounding", "reports"):
+        key = f"{top}/{domain}/{snapshot}"
+        problems = check_folder(data / key)
+        if problems:
+            raise FrameInputError(f"{data.name}/{key}", f"{describe(problems)}; rebuild to recompute it")
+        out[key] = manifest_digest(read_manifest(data / key))
+    return out
+
+
+def release_tables(
+    results: list[dict], data_dir: Path
+) -> tuple[dict[str, list[dict]], list[dict], dict[str, str]]:
+    """The release's tables, its source files and the manifest digest of every input folder."""
     tables: dict[str, list[dict]] = {
         k: [] for k in ("instances", "grounding_documents", "reports", "structures", "facts")
     }
     sources: dict[str, str] = {}
+    inputs: dict[str, str] = {}
     for dom in results:
         if dom["status"] != "ok":
             continue
         reports, grounding = {}, {}
         for snap in dom["snapshots"]:
             t = snap["snapshot"]
+            # checked before anything is read: the release holds what the manifests vouch for
+            inputs.update(checked_inputs(data_dir, dom["domain"], t))
+            gpath = Path(data_dir) / "grounding" / dom["domain"] / t
             row = report_row(dom, snap)
             reports[t] = row
             tables["reports"].append(row)
@@ -68,7 +95,7 @@ def release_tables(results: list[dict]) -> tuple[dict[str, list[dict]], list[dic
                     ),
                 }
             )
-            gset = load_grounding_set(snap["ground"]["path"], with_facts=False)
+            gset = load_grounding_set(gpath, with_facts=False)
             grounding[t] = [d.doc_id for d in gset.documents]
             for d in gset.documents:
                 tables["grounding_documents"].append(
@@ -88,9 +115,8 @@ def release_tables(results: list[dict]) -> tuple[dict[str, list[dict]], list[dic
                         "metadata_json": json.dumps(d.metadata, sort_keys=True, default=str),
                     }
                 )
-            facts_path = Path(snap["ground"]["path"]) / "facts.parquet"
-            if facts_path.is_file():
-                for f in pq.read_table(facts_path).to_pylist():
+            if (gpath / "facts.parquet").is_file():  # filings only; its manifest says whether it belongs
+                for f in pq.read_table(gpath / "facts.parquet").to_pylist():
                     tables["facts"].append({"domain": dom["domain"], "snapshot": t, **f})
             for raw in snap["ground"]["raw"]:
                 # portable: a URL, or the path relative to the mirror folder (never a machine path)
@@ -98,7 +124,7 @@ def release_tables(results: list[dict]) -> tuple[dict[str, list[dict]], list[dic
         snaps = [s["snapshot"] for s in dom["snapshots"]]
         tables["instances"] += make_instances(dom["category"], dom["domain"], snaps, reports, grounding)
     source_list = [{"path_or_url": k, "sha256": v} for k, v in sorted(sources.items())]
-    return tables, source_list
+    return tables, source_list, inputs
 
 
 def publish(
@@ -106,7 +132,7 @@ def publish(
 ) -> tuple[Path, list[dict]]:
     """Write release `name` `version`; with `previous` (a release folder) its card gets a "Changes"
     section: `frame release diff previous new`."""
-    tables, sources = release_tables(results)
+    tables, sources, inputs = release_tables(results, Path(cfg.build.data_dir))
     reports = {r["report_id"]: r for r in tables["reports"]}
     gsets: dict[str, list[dict]] = {}
     for d in tables["grounding_documents"]:
@@ -134,7 +160,10 @@ def publish(
         changes = format_diff_markdown(diff_releases(previous, staged, b_manifest=m))
         return render_card(m, stats, {**notes, "changes": changes})
 
-    path = write_release(Path(cfg.build.data_dir) / "releases", name, version, tables, manifest, card)
+    extra = {INPUTS_FILE: inputs_json(inputs)}  # its sha256 is in manifest.json: `verify --deep` reads it
+    path = write_release(
+        Path(cfg.build.data_dir) / "releases", name, version, tables, manifest, card, extra_files=extra
+    )
     return path, stats
 
 

@@ -30,8 +30,57 @@ def _slug(value: str, what: str) -> str:
     return value
 
 
+def _scalar_kinds(annotation: Any) -> set[type]:
+    """The scalar types (bool, int, float, str) a field annotation accepts, through Optional / Union /
+    Annotated; other types (lists, paths, models, literals) are left to pydantic."""
+    import types
+    import typing
+
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _scalar_kinds(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        out: set[type] = set()
+        for arg in typing.get_args(annotation):
+            out |= _scalar_kinds(arg)
+        return out
+    return {annotation} if annotation in (bool, int, float, str) else set()
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_coercion(cls, data: Any) -> Any:
+        # TOML has real booleans and numbers: `papers_per_window = true` or `rounds = "3"` is a mistake to
+        # report, not something to read as 1 or 3 (pydantic's lax mode would).
+        if not isinstance(data, dict):
+            return data
+        for name, field in cls.model_fields.items():
+            key = field.alias or name
+            if key not in data:
+                continue
+            problem = _scalar_problem(data[key], _scalar_kinds(field.annotation))
+            if problem:
+                raise ValueError(f"{key}: {problem}")
+        return data
+
+
+def _scalar_problem(v: Any, kinds: set[type]) -> str | None:
+    if not kinds or v is None:
+        return None
+    if isinstance(v, bool):
+        return None if bool in kinds else f"expected {_kind_words(kinds)}, got the boolean {str(v).lower()}"
+    if kinds == {bool}:
+        return f"expected true or false, got {v!r}"
+    if isinstance(v, str) and str not in kinds:
+        return f"expected {_kind_words(kinds)}, got the string {v!r}"
+    return None
+
+
+def _kind_words(kinds: set[type]) -> str:
+    return " or ".join(w for t, w in ((int, "an integer"), (float, "a number"), (str, "text")) if t in kinds)
 
 
 class EdgarDomain(_Strict):
@@ -160,6 +209,9 @@ class SourceConfig(_Strict):
     def _paths(cls, v: Path | None) -> Path | None:
         return _no_nul(v)
 
+    # A mirror file may be a symbolic link; one that leads outside the mirror folder is refused unless
+    # this is on (e.g. a mirror of links into a shared corpus). Its sha256 is checked either way.
+    links_outside: bool = False
     edgar: EdgarAccess = EdgarAccess()
     arxiv_html_url: str = Field(
         default="https://arxiv.org/html/{id}",

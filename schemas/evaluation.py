@@ -30,6 +30,7 @@ from schemas.config import BuildSettings, LLMSettings, ModelPrice, RunSettings, 
 from schemas.evolve import EvolveSettings
 from schemas.scoring import ScoreSettings
 from tasks.errors import ConfigError
+from tasks.manifest import sha256_file
 
 __all__ = [
     "BUILTIN_NAMES",
@@ -436,23 +437,15 @@ def load_eval_config(path: str | Path) -> EvalConfig:
 # ---------------------------------------------------------------- identity
 
 
-def _file_sha(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _submission_sha(path: Path) -> str | None:
     """sha256 of the file, or of a folder's Markdown files by name and content; None if missing."""
     if path.is_file():
-        return _file_sha(path)
+        return sha256_file(path)
     if not path.is_dir():
         return None
     h = hashlib.sha256()
     for f in sorted(p for p in path.iterdir() if p.is_file() and p.suffix == ".md"):
-        h.update(f.name.encode("utf-8") + b"\x00" + _file_sha(f).encode() + b"\x00")
+        h.update(f.name.encode("utf-8") + b"\x00" + sha256_file(f).encode() + b"\x00")
     return h.hexdigest()
 
 
@@ -463,7 +456,7 @@ def _program_files(argv: list[str]) -> tuple[list[str], dict[str, str]]:
         p = Path(item)
         if p.is_absolute() and _existing_file(p) is not None:
             shown.append(p.name)
-            shas[str(i)] = _file_sha(p)
+            shas[str(i)] = sha256_file(p)
         else:
             shown.append(item)
     return shown, shas
@@ -487,7 +480,7 @@ def system_identity(name: str, system: BaseModel) -> dict[str, Any]:
             "max_output_tokens": system.max_output_tokens,
             "context_tokens": system.context_tokens,
             "strategy": system.strategy,
-            "prompt_sha256": _file_sha(prompt) if prompt is not None else None,
+            "prompt_sha256": sha256_file(prompt) if prompt is not None else None,
         }
     if isinstance(system, CommandSystem):
         argv, shas = _program_files(system.command)

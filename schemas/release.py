@@ -29,6 +29,18 @@ NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 """A release name is a lowercase slug: one path segment, never '.', '..' or hidden."""
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
+
+def release_id_problems(name: str, version: str) -> list[tuple[str, str]]:
+    """(field, problem) for a release name or version that is not usable; empty when both are."""
+    out = []
+    # fullmatch, not match: the patterns end in "$", which also matches before a trailing newline.
+    if not NAME.fullmatch(name):
+        out.append(("--release", f"{name!r} is not a lowercase slug [a-z0-9._-] (max 64)"))
+    if not SEMVER.fullmatch(version):
+        out.append(("--version", f"{version!r} is not semver X.Y.Z"))
+    return out
+
+
 INSTANCES_SCHEMA = pa.schema(
     [
         pa.field("instance_id", pa.string(), nullable=False),  # financial_quarterly/AAPL-10-Q/t1->t2

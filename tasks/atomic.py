@@ -1,6 +1,8 @@
 """Atomic file writes: a temp file in the target's folder, fsync, then rename over the target.
 
 A reader never sees half a file, and a crash leaves the old file (or none), never a torn one.
+Permissions: a written file gets the mode a plain `open(path, "w")` would give it (0666 less the
+process umask, usually 0644), not the 0600 of a temp file; folders likewise (0777 less the umask).
 """
 
 from __future__ import annotations
@@ -8,6 +10,11 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+FILE_MODE = 0o666 & ~_UMASK
+DIR_MODE = 0o777 & ~_UMASK
 
 
 def atomic_write_bytes(path: str | Path, data: bytes, mode: int | None = None) -> Path:
@@ -19,8 +26,7 @@ def atomic_write_bytes(path: str | Path, data: bytes, mode: int | None = None) -
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
+        os.chmod(tmp, FILE_MODE if mode is None else mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -27,6 +27,7 @@ from pathlib import Path
 import tiktoken
 
 from tasks.atomic import atomic_write_bytes
+from tasks.manifest import sha256_file
 
 __all__ = [
     "ENCODING_NAME",
@@ -112,14 +113,6 @@ def convert_quicktok_vocab(data: bytes) -> bytes:
     return b"".join(base64.b64encode(tok) + b" " + str(rank).encode() + b"\n" for rank, tok in tokens)
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def ensure_o200k() -> Path:
     """Make sure tiktoken's o200k_base BPE file is in :func:`cache_dir`; return its path.
 
@@ -130,7 +123,7 @@ def ensure_o200k() -> Path:
     with _LOCK:
         directory = cache_dir()
         target = directory / cache_key()
-        if target.is_file() and _sha256_file(target) == O200K_SHA256:
+        if target.is_file() and sha256_file(target) == O200K_SHA256:
             return target
         src = quicktok_vocab_path()
         contents = convert_quicktok_vocab(src.read_bytes())

@@ -96,7 +96,7 @@ EXO = arxiv_domain("exo", "exoplanets-and-host-stars", 5, EXO_WINDOWS)
 def make_cfg(mirror: Path, data_dir: Path, domains: list) -> FrameConfig:
     return FrameConfig(
         build=BuildSettings(data_dir=data_dir),
-        source=SourceConfig(mode="mirror", mirror=mirror),
+        source=SourceConfig(mode="mirror", mirror=mirror, links_outside=True),
         domains=domains,
     )
 
@@ -220,6 +220,25 @@ def test_symlinked_mirror_works(tmp_path):
     cfg = make_cfg(mirror, tmp_path / "data", [AAPL_Q])
     raw = mirror_edgar(cfg, AAPL_Q, "2025-06-28")
     assert raw.sha256 == "ec86034c4029ea892d587f95cf5c9c2e3a08228929fbabf269dec3c1cb26d768"
+
+
+def test_a_link_out_of_the_mirror_is_refused_unless_allowed(tmp_path):
+    mirror = small_mirror(tmp_path, lambda rows: None)  # every file is a link into the shared corpus
+    strict = FrameConfig(
+        build=BuildSettings(data_dir=tmp_path / "data"),
+        source=SourceConfig(mode="mirror", mirror=mirror),
+        domains=[AAPL_Q],
+    )
+    with pytest.raises(
+        FrameInputError, match=r"MANIFEST\.csv:4 .*symbolic link that leads outside the mirror"
+    ):
+        mirror_edgar(strict, AAPL_Q, "2025-06-28")
+    inside = mirror / "edgar" / "AAPL" / "10-Q" / "2025-06-28.htm"
+    inside.unlink()
+    (mirror / "store").mkdir()
+    (mirror / "store" / "f.htm").write_bytes((CORPUS / "edgar" / "AAPL/10-Q/2025-06-28.htm").read_bytes())
+    inside.symlink_to(mirror / "store" / "f.htm")  # a link that stays inside the mirror folder is fine
+    assert not mirror_edgar(strict, AAPL_Q, "2025-06-28").sha256.startswith("0")
 
 
 def test_missing_file_is_named(tmp_path):

@@ -59,7 +59,7 @@ def test_failing_domain_does_not_stop_others_and_rerun_is_cached(tmp_path, prefe
     from flows.ground import run_domains
 
     cfg = FrameConfig(
-        source=SourceConfig(mode="mirror", mirror=broken_mirror(tmp_path)),
+        source=SourceConfig(mode="mirror", mirror=broken_mirror(tmp_path), links_outside=True),
         domains=[AAPL, NVDA],
         build={"data_dir": tmp_path / "data"},
     )
@@ -100,6 +100,7 @@ data_dir = "{tmp_path / "data"}"
 [source]
 mode = "mirror"
 mirror = "{mirror}"
+links_outside = true
 [[domains]]
 kind = "edgar"
 name = "AAPL-10-Q"

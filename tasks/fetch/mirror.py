@@ -64,8 +64,9 @@ def read_manifest(manifest: Path, required: tuple[str, ...]) -> list[ManifestRow
         raise FrameInputError(manifest, f"not a valid CSV file ({str(exc).splitlines()[0]})") from None
 
 
-def _row_file(row: ManifestRow) -> Path:
-    """The row's file, refusing paths that would leave the manifest's folder."""
+def _row_file(row: ManifestRow, links_outside: bool = False) -> Path:
+    """The row's file, refusing paths that would leave the manifest's folder, and symbolic links that
+    lead out of the mirror unless `links_outside` (`[source] links_outside = true`)."""
     rel = row.fields["path"]
     pure = PurePosixPath(rel)
     if (
@@ -76,7 +77,17 @@ def _row_file(row: ManifestRow) -> Path:
         or any(part in ("..", "") for part in rel.split("/"))
     ):
         raise FrameInputError(row.where, "unsafe path (must be relative, inside the mirror, without '..')")
-    return row.manifest.parent.joinpath(*pure.parts)
+    path = row.manifest.parent.joinpath(*pure.parts)
+    # a symbolic link (of the file or a folder on its way) must not lead out of the mirror folder
+    # (<mirror>/<kind>/MANIFEST.csv)
+    outside = path.exists() and not path.resolve().is_relative_to(row.manifest.parent.parent.resolve())
+    if outside and not links_outside:
+        raise FrameInputError(
+            row.where,
+            f"{rel} is a symbolic link that leads outside the mirror folder "
+            "(set [source] links_outside = true to allow it)",
+        )
+    return path
 
 
 def mirror_location(kind: str, row: ManifestRow) -> str:
@@ -85,9 +96,9 @@ def mirror_location(kind: str, row: ManifestRow) -> str:
     return PurePosixPath(kind, row.fields["path"]).as_posix()
 
 
-def verified_bytes(row: ManifestRow) -> tuple[Path, bytes]:
+def verified_bytes(row: ManifestRow, links_outside: bool = False) -> tuple[Path, bytes]:
     """Read a manifest row's file and check it against the row's sha256."""
-    path = _row_file(row)
+    path = _row_file(row, links_outside)
     if not path.is_file():
         raise FrameInputError(row.where, f"missing file {path}")
     data = path.read_bytes()
@@ -128,7 +139,7 @@ def mirror_edgar(cfg: FrameConfig, domain: EdgarDomain, snapshot: str) -> RawFil
         lines = ", ".join(str(r.line) for r in matches)
         raise FrameInputError(manifest, f"several filings for {what} (lines {lines})")
     row = matches[0]
-    _, data = verified_bytes(row)
+    _, data = verified_bytes(row, cfg.source.links_outside)
     accession = _ACCESSION.search(row.fields.get("source_path", ""))
     return store_raw(
         cfg.build.data_dir,
@@ -213,7 +224,7 @@ def mirror_arxiv(cfg: FrameConfig, domain: ArxivDomain, snapshot: str) -> list[R
     out = []
     for row in picked:
         arxiv_id = row.fields["arxiv_id"]
-        _, data = verified_bytes(row)
+        _, data = verified_bytes(row, cfg.source.links_outside)
         out.append(
             store_raw(
                 cfg.build.data_dir,

@@ -34,6 +34,7 @@ from pydantic import ValidationError
 from schemas.sources import RawFile
 from tasks.atomic import atomic_write_bytes
 from tasks.errors import FrameInputError
+from tasks.manifest import sha256_file
 
 _COMPONENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _EXT = re.compile(r"^(\.[A-Za-z0-9]{1,10})?$")
@@ -123,14 +124,6 @@ def _atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
     atomic_write_bytes(path, data, mode)
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _existing_record(path: Path) -> RawFile | None:
     try:
         return RawFile.model_validate_json(path.read_bytes())
@@ -168,7 +161,7 @@ def store_raw(data_dir: str | Path, data: bytes, ext: str, **provenance: Any) ->
         field = ".".join(str(p) for p in err["loc"]) or "(record)"
         raise FrameInputError(f"provenance.{field}", err["msg"]) from None
 
-    if blob.is_file() and _sha256_file(blob) == sha:
+    if blob.is_file() and sha256_file(blob) == sha:
         pass  # already stored
     else:
         if os.path.lexists(blob):

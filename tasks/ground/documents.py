@@ -1,16 +1,15 @@
 """Raw source bytes -> grounding documents (Markdown + documents.json + facts.parquet).
 
 `ground_source` is the one entry point the CLI and the Prefect flow share; `write_grounding`
-writes a folder atomically (temp folder, then rename) so a failure never leaves half a folder.
+writes a folder with its manifest all or nothing (temp folder, then one atomic exchange), so a failure
+or a kill never leaves half a folder nor loses an earlier one.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -23,6 +22,7 @@ from schemas.facts import FACTS_SCHEMA
 from tasks.errors import FrameInputError
 from tasks.ground.ixbrl import CleanFiling, Fact, clean_filing
 from tasks.ground.split import FilingSection, render_section, split_filing
+from tasks.manifest import write_folder
 from tasks.markdown.tables import markdown_tables
 from tasks.tokens import count_tokens
 
@@ -41,8 +41,22 @@ class Grounded:
     meta: dict = field(default_factory=dict)
 
 
+_DOCTYPE_SUBSET = re.compile(rb"<!DOCTYPE[^\[>]*\[", re.I)
+
+
+def _head(data: bytes, size: int = 200_000) -> bytes:
+    """The first `size` bytes of the document proper: a DOCTYPE's internal subset (entity declarations,
+    which are never expanded) is skipped, so a long one cannot hide what kind of file this is."""
+    m = _DOCTYPE_SUBSET.search(data[:4096])
+    if m is not None:
+        end = data.find(b"]>", m.end())
+        if end != -1:
+            return data[:4096][: m.start()] + data[end + 2 : end + 2 + size]
+    return data[:size]
+
+
 def detect_kind(data: bytes, source_name: str) -> Kind:
-    head = data[:200_000]
+    head = _head(data)
     if b"inlineXBRL" in head or b"<ix:header" in head:
         return "edgar"
     if b"ltx_document" in head or b"ltx_page_main" in head or b"LaTeXML" in head:
@@ -177,12 +191,24 @@ def facts_table(facts: list[Fact]) -> pa.Table:
     return pa.Table.from_pydict(cols, schema=FACTS_SCHEMA)
 
 
-def write_grounding(result: Grounded, out_dir: Path) -> Path:
-    """Write DIR/*.md, DIR/documents.json (+ facts.parquet for filings), all or nothing."""
+def check_output_folder(out_dir: Path) -> None:
+    """Refuse, before anything is written, an output that is a file (or a symlink) or that names no
+    folder of its own ('.', '..', '/'): replacing it would leave `.NAME.old-PID` or move the wrong folder."""
     out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
-    try:
+    if out_dir.name in ("", ".", ".."):
+        raise FrameInputError(out_dir, "names no folder of its own; give the folder to write")
+    if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
+        raise FrameInputError(out_dir, "is a file, not a folder; give the folder to write")
+
+
+def write_grounding(result: Grounded, out_dir: Path) -> Path:
+    """Write DIR/*.md, DIR/documents.json (+ facts.parquet for filings) and DIR/MANIFEST.json (last),
+    all or nothing: a temp folder beside DIR replaces an existing DIR in one atomic exchange
+    (`tasks.manifest.write_folder`; what a killed earlier run left beside DIR is cleaned first)."""
+    out_dir = Path(out_dir)
+    check_output_folder(out_dir)
+
+    def fill(tmp: Path) -> None:
         for name, text in result.markdown.items():
             (tmp / name).write_text(text, encoding="utf-8")
         index = [d.model_dump(mode="json") for d in result.documents]
@@ -191,19 +217,6 @@ def write_grounding(result: Grounded, out_dir: Path) -> Path:
         )
         if result.facts is not None:
             pq.write_table(facts_table(result.facts), tmp / "facts.parquet")
-        _replace_dir(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+    write_folder(out_dir, fill)
     return out_dir
-
-
-def _replace_dir(new: Path, target: Path) -> None:
-    """Swap a finished temp folder into place; an older folder is removed only after the swap."""
-    if target.exists():
-        old = target.with_name(f".{target.name}.old-{os.getpid()}")
-        os.replace(target, old)
-        os.replace(new, target)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(new, target)

@@ -1,8 +1,9 @@
-"""Check a written release against its manifest and the table schemas (SPEC §6)."""
+"""Check a written release against its manifest and the table schemas (SPEC §6); `verify_deep` also
+checks it against the data folder it was built from (the input folders' manifests in inputs.json)."""
 
 from __future__ import annotations
 
-import hashlib
+import json
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -18,8 +19,11 @@ from schemas.release import (
     ReleaseManifest,
     schema_fingerprint,
 )
+from tasks.manifest import check_folder, describe, files_below, manifest_digest, read_manifest, sha256_file
 
 MAX_PROBLEMS = 200
+# {"folders": {"grounding/<domain>/<snapshot>" | "reports/<domain>/<snapshot>": manifest digest}}
+INPUTS_FILE = "inputs.json"
 
 
 class VerifyReport(BaseModel):
@@ -30,23 +34,9 @@ class VerifyReport(BaseModel):
     checked_files: list[str] = Field(default_factory=list, description="files whose sha256 was checked")
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def release_files(folder: Path) -> list[str]:
     """Every file below the folder (relative posix paths), manifest.json excluded."""
-    out = []
-    for p in sorted(folder.rglob("*")):
-        if p.is_file() or p.is_symlink():
-            rel = p.relative_to(folder).as_posix()
-            if rel != "manifest.json":
-                out.append(rel)
-    return out
+    return files_below(folder, "manifest.json")
 
 
 def schema_difference(found: pa.Schema, expected: pa.Schema) -> str:
@@ -233,3 +223,49 @@ def verify_release(path: str | Path) -> VerifyReport:
     if all(n in loaded for n in REQUIRED_TABLES):
         problems.extend(check_integrity(loaded))
     return done()
+
+
+def inputs_json(folders: Mapping[str, str]) -> bytes:
+    """inputs.json of a release: the manifest digest of every input folder, by data-folder-relative path."""
+    return (json.dumps({"folders": dict(sorted(folders.items()))}, indent=1, sort_keys=True) + "\n").encode()
+
+
+def _recorded_inputs(release: Path) -> dict[str, str]:
+    """The folders of `release/inputs.json`; ValueError (one line) when it is absent or not one."""
+    path = release / INPUTS_FILE
+    if not path.is_file():
+        raise ValueError("missing (a release written before frame recorded its input folders)")
+    try:
+        folders = json.loads(path.read_text(encoding="utf-8"))["folders"]
+        ok = isinstance(folders, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in folders.items()
+        )
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError):
+        ok = False
+    # keys are data-folder-relative `top/domain/snapshot`: nothing recorded may point outside it
+    if not ok or any(".." in Path(k).parts or Path(k).is_absolute() for k in folders):
+        raise ValueError("not an inputs record")
+    return folders
+
+
+def verify_deep(release: str | Path, data_dir: str | Path) -> list[str]:
+    """Does `release` still match the data folder it was built from? One line per input folder (grounding
+    or gold report folder of a snapshot) that is missing, no longer matches its own MANIFEST.json, or
+    holds other content than when the release was written; empty when all match. Checks the data folder
+    only: run `verify_release` for the release's own files (it covers inputs.json's sha256 too)."""
+    release, data = Path(release), Path(data_dir)
+    try:
+        folders = _recorded_inputs(release)
+    except ValueError as exc:
+        return [f"{INPUTS_FILE}: {exc}"]
+    problems = []
+    for key, recorded in sorted(folders.items()):
+        where = f"{data.name}/{key}"
+        found = check_folder(data / key)
+        if found == ["folder missing"]:
+            problems.append(f"{where}: missing from the data folder")
+        elif found:
+            problems.append(f"{where}: {describe(found)}")
+        elif manifest_digest(read_manifest(data / key)) != recorded:
+            problems.append(f"{where}: rewritten with other content since the release was written")
+    return problems

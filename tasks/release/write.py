@@ -320,7 +320,11 @@ def is_machine_path(value: str) -> bool:
 
 
 def _build(
-    folder: Path, base: ReleaseManifest, tables: Mapping[str, pa.Table], card: CardInput
+    folder: Path,
+    base: ReleaseManifest,
+    tables: Mapping[str, pa.Table],
+    card: CardInput,
+    extra_files: Mapping[str, bytes],
 ) -> ReleaseManifest:
     files: dict[str, str] = {}
     entries: dict[str, TableEntry] = {}
@@ -334,6 +338,9 @@ def _build(
             sha256=files[file],
             schema_fingerprint=schema_fingerprint(table.schema),
         )
+    for file, data in sorted(extra_files.items()):
+        _write_bytes(folder / file, data)
+        files[file] = sha256_file(folder / file)
     manifest = base.model_copy(update={"tables": entries, "files": dict(files)})
     # A two-argument card also gets the staged folder (e.g. to diff it against the previous release).
     if callable(card):
@@ -382,6 +389,15 @@ def _same_as_existing(target: Path, new: ReleaseManifest) -> Path:
     raise ReleaseExistsError(target, f"{what} (differs: {', '.join(differing) or 'tables'})")
 
 
+def _check_extra_files(extra_files: Mapping[str, bytes], tables: Mapping[str, Any]) -> None:
+    taken = {f"{n}.parquet" for n in tables} | {"README.md", "manifest.json"}
+    for file, data in extra_files.items():
+        if not (isinstance(file, str) and NAME.fullmatch(file)) or file in taken:
+            raise FrameInputError("extra_files", f"{file!r} is not a free plain file name of the release")
+        if not isinstance(data, bytes):
+            raise FrameInputError(f"extra_files.{file}", f"expected bytes, got {type(data).__name__}")
+
+
 def write_release(
     releases_root: Path,
     name: str,
@@ -389,6 +405,7 @@ def write_release(
     tables: Mapping[str, TableInput],
     manifest_fields: Mapping[str, Any],
     card_markdown: CardInput,
+    extra_files: Mapping[str, bytes] | None = None,
 ) -> Path:
     """Write `releases_root/<name>/<version>/` atomically and return its path.
 
@@ -396,11 +413,14 @@ def write_release(
     manifest_fields: created_at (optional; default now, UTC), config_sha256, code_version, prompt_hashes,
     backends, sources. card_markdown: the README.md text, or a function of the manifest (tables filled
     in, README.md not yet in files) returning it. The card must not embed created_at, or rebuilding
-    an identical release would be refused.
+    an identical release would be refused. extra_files: plain file name -> bytes, written beside the
+    tables and listed with their sha256 in manifest.json (e.g. inputs.json).
     """
     _check_slug(name, version)
     base = _base_manifest(name, version, manifest_fields)
     prepared = prepare_tables(tables)
+    extra_files = dict(extra_files or {})
+    _check_extra_files(extra_files, tables)
 
     parent = Path(releases_root) / name
     target = parent / version
@@ -408,7 +428,7 @@ def write_release(
     tmp = parent / f".tmp-{version}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
     tmp.mkdir()
     try:
-        manifest = _build(tmp, base, prepared, card_markdown)
+        manifest = _build(tmp, base, prepared, card_markdown, extra_files)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -18,6 +18,10 @@ from tasks.errors import FrameInputError
 
 __all__ = [
     "GRID",
+    "group_agreement",
+    "ranking_rows",
+    "number",
+    "read_rows",
     "alignment",
     "bin_score",
     "icc",
@@ -38,7 +42,7 @@ _PA_TOL = 1e-9
 # --------------------------------------------------------------------------------------------- CSV input
 
 
-def _read_rows(path: str | Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
+def read_rows(path: str | Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
     """Read a CSV with a header; return (line number, row) pairs. Raises FrameInputError on bad shape."""
     p = Path(path)
     if not p.exists():
@@ -84,7 +88,7 @@ def _read_rows(path: str | Path, required: tuple[str, ...]) -> list[tuple[int, d
     return rows
 
 
-def _number(path: str | Path, line: int, column: str, raw: str) -> float:
+def number(path: str | Path, line: int, column: str, raw: str) -> float:
     try:
         value = float(raw)
     except ValueError:
@@ -103,11 +107,11 @@ def load_scores(path: str | Path) -> dict[str, float]:
     """
     scores: dict[str, float] = {}
     first_line: dict[str, int] = {}
-    for line, row in _read_rows(path, ("item_id", "score")):
+    for line, row in read_rows(path, ("item_id", "score")):
         item = row["item_id"]
         if not item:
             raise FrameInputError(path, f"row at line {line}: empty item_id")
-        value = _number(path, line, "score", row["score"])
+        value = number(path, line, "score", row["score"])
         if not 0.0 <= value <= 100.0:
             raise FrameInputError(path, f"row at line {line} (item_id={item}): score {value:g} outside 0-100")
         if item in scores:
@@ -269,13 +273,27 @@ def ranking_agreement(path: str | Path) -> dict[str, Any]:
     missing file or column, non-numeric rank/score, or a repeated (group_id, system).
     """
     groups: dict[str, list[tuple[float, float]]] = {}
+    for _, group, _, rank, score in ranking_rows(path):
+        groups.setdefault(group, []).append((rank, score))
+    return group_agreement(groups)
+
+
+RankingRow = tuple[int, str, str, float, float | None]  # line, group_id, system, human_rank, score
+
+
+def ranking_rows(path: str | Path, with_score: bool = True) -> list[RankingRow]:
+    """(line, group_id, system, human_rank, score) of a rankings CSV (score None when `with_score` is off:
+    the column may then be absent). FrameInputError for a missing file or column, an empty group_id or
+    system, a non-numeric value or a repeated (group_id, system)."""
+    out: list[RankingRow] = []
     seen: dict[tuple[str, str], int] = {}
-    for line, row in _read_rows(path, ("group_id", "system", "human_rank", "score")):
+    columns = ("group_id", "system", "human_rank", *(("score",) if with_score else ()))
+    for line, row in read_rows(path, columns):
         group, system = row["group_id"], row["system"]
         if not group or not system:
             raise FrameInputError(path, f"row at line {line}: empty group_id or system")
-        rank = _number(path, line, "human_rank", row["human_rank"])
-        score = _number(path, line, "score", row["score"])
+        rank = number(path, line, "human_rank", row["human_rank"])
+        score = number(path, line, "score", row["score"]) if with_score else None
         if (group, system) in seen:
             raise FrameInputError(
                 path,
@@ -283,7 +301,13 @@ def ranking_agreement(path: str | Path) -> dict[str, Any]:
                 f"(first at line {seen[(group, system)]})",
             )
         seen[(group, system)] = line
-        groups.setdefault(group, []).append((rank, score))
+        out.append((line, group, system, rank, score))
+    return out
+
+
+def group_agreement(groups: dict[str, list[tuple[float, float]]]) -> dict[str, Any]:
+    """Mean per-group Spearman r and Kendall tau-b of (-human_rank, score) pairs; a group where either is
+    undefined (fewer than two members, or ties everywhere) is skipped."""
     rs: list[float] = []
     taus: list[float] = []
     n = 0

@@ -15,6 +15,10 @@ persisted before the kill is reused, not rewritten (same inode and mtime; one "C
 per such result, or a single cached `build-domain` once the domain had finished). At the end: the same
 set size of persisted results as the reference, no temp leftovers in grounding/reports/releases (the
 build sweeps what killed runs left, `flows.results.sweep_interrupted`), identical release files.
+
+Before the final run, two kills land at fixed points (a hook around `frame`'s entry, KILL_HOOK): inside
+the rewrite of a tampered grounding folder (the new folder exchanged into place, the old one not yet
+removed) and inside the release write (tables and card staged, manifest.json not yet).
 """
 
 from __future__ import annotations
@@ -24,10 +28,12 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 from flows.results import interrupted_leftovers, sweep_interrupted, unreadable_reason
+from tasks.manifest import check_folder
 from tests.reliability.conftest import (
     RUN_TIMEOUT_S,
     build_cmd,
@@ -43,6 +49,37 @@ from tests.reliability.conftest import (
 SEED = 20260105
 KILLS = 5
 POLL_S = 0.005
+ROOT = Path(__file__).resolve().parents[2]
+
+# `frame` with a kill point: the build SIGKILLs its own process group (with the Prefect server) there.
+KILL_HOOK = """
+import os, signal, sys
+from pathlib import Path
+import tasks.manifest as m
+import tasks.release.write as w
+
+def die():
+    os.killpg(os.getpgid(0), signal.SIGKILL)
+
+if os.environ["FRAME_TEST_KILL_AT"] == "grounding":  # gw/W2's new folder in place, the old one not yet gone
+    exchange = m.exchange
+    def hooked(a, b):
+        done = exchange(a, b)
+        if Path(b).parent.parent.name == "grounding" and Path(b).name == "W2":
+            die()
+        return done
+    m.exchange = hooked
+else:  # release: parquet files and card in the staging folder, manifest.json not yet
+    write = w._write_bytes
+    def hooked_write(path, data):
+        if path.name == "manifest.json":
+            die()
+        write(path, data)
+    w._write_bytes = hooked_write
+import flows.cli
+sys.argv[0] = "frame"
+getattr(flows.cli, "main", flows.cli.app)()
+"""
 
 
 def _release_temps(data: Path) -> set[str]:
@@ -60,15 +97,21 @@ def _temp_entries(data: Path) -> list[Path]:
     return out
 
 
-def _run_until(cfg: Path, home: Path, log: Path, reached, delay_s: float) -> tuple[int, str]:
+def _run_until(
+    cfg: Path, home: Path, log: Path, reached, delay_s: float, kill_at: str | None = None
+) -> tuple[int, str]:
     """Start `frame build`; once `reached()` holds, wait `delay_s` and SIGKILL its process group.
-    Returns (return code, stdout). If the build ends first, its own return code is returned."""
+    Returns (return code, stdout). If the build ends first, its own return code is returned.
+    `kill_at` ("release" or "grounding"): the build kills itself at that point of KILL_HOOK."""
+    cmd = build_cmd(cfg) if kill_at is None else [sys.executable, "-c", KILL_HOOK, *build_cmd(cfg)[1:]]
+    env = run_env(home) if kill_at is None else {**run_env(home), "FRAME_TEST_KILL_AT": kill_at}
     with log.open("w", encoding="utf-8") as out:
         proc = subprocess.Popen(
-            build_cmd(cfg),
+            cmd,
             stdout=out,
             stderr=subprocess.STDOUT,
-            env=run_env(home),
+            env=env,
+            cwd=ROOT,
             start_new_session=True,
         )
         try:
@@ -138,6 +181,34 @@ def _check_reuse(
     return len(cached)
 
 
+def _kill_inside_writes(cfg: Path, home: Path, tmp_path: Path, reference: dict[str, str]) -> list[str]:
+    """Two kills at fixed points. A tampered grounding folder (gw/W2) is warned about and rewritten: the
+    build dies right after the new folder is exchanged into place (the folder there is whole and matches
+    its manifest, the old copy lies beside it). Then a build dies inside the release write (tables and
+    card staged, manifest.json not yet): no release appears that was not there. Returns history lines."""
+    data = tmp_path / "data"
+    w2 = data / "grounding" / "gw" / "W2"
+    doc = sorted(w2.glob("*.md"))[0]
+    doc.write_text(doc.read_text(encoding="utf-8") + "\ntampered\n", encoding="utf-8")
+    had_release = release_dir(data).exists()
+    rc, stdout = _run_until(cfg, home, tmp_path / "kill-grounding.log", lambda: False, 0.0, "grounding")
+    assert rc == -signal.SIGKILL, stdout[-3000:]
+    warned = [ln for ln in stdout.splitlines() if ln.startswith("frame: warning:")]
+    assert warned == [
+        f"frame: warning: data/grounding/gw/W2: {doc.name} changed since it was written; recomputing"
+    ]
+    assert check_folder(w2) == [] and "tampered" not in doc.read_text(encoding="utf-8")
+    assert [p for p in w2.parent.iterdir() if p.name.startswith(".W2.tmp-")]  # the old copy, beside it
+    _check_after_kill(data, reference)
+
+    seen = set(_release_temps(data))
+    rc, stdout = _run_until(cfg, home, tmp_path / "kill-release.log", lambda: False, 0.0, "release")
+    assert rc == -signal.SIGKILL, stdout[-3000:]
+    assert _release_temps(data) - seen and release_dir(data).exists() == had_release  # staged only
+    _check_after_kill(data, reference)
+    return ["tampered W2, killed after its grounding exchange", "killed while staging the release"]
+
+
 def test_sigkill_at_random_points_then_resume_gives_identical_release(
     gw_reference, reliability_home, tmp_path
 ):
@@ -184,6 +255,7 @@ def test_sigkill_at_random_points_then_resume_gives_identical_release(
         assert threshold == total or not release_dir(data).exists()
         _check_after_kill(data, reference)
     assert kills >= KILLS, history
+    history += _kill_inside_writes(cfg, reliability_home, tmp_path, reference)
 
     left = _temp_entries(data)
     before = file_ids(keyed_results(data))
