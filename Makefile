@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/meta_structure.py --release data/releases/demo/$(DEMO_VERSION)
 	$(BIN)/python benchmarks/refresh.py
 	$(MAKE) demo
+	$(BIN)/python benchmarks/server.py
 	$(BIN)/python benchmarks/scoring.py --release data/releases/demo/$(DEMO_VERSION)
 	$(BIN)/python benchmarks/suite.py
 

@@ -506,6 +506,68 @@ def _print_status(run: dict) -> None:
             out.print(f"[red]failed step[/] {s['domain']} {s['snapshot']} {s['step']}: {s['error']}")
 
 
+server_app = typer.Typer(no_args_is_help=True, help="A background Prefect server for a data folder.")
+app.add_typer(server_app, name="server")
+
+DataOption = Annotated[Path | None, typer.Option("--data", help="data folder (default: data)")]
+ConfigOption = Annotated[Path | None, typer.Option("--config", help="TOML build config (its data folder)")]
+
+
+def _data_dir_of(config: Path | None, data: Path | None) -> Path:
+    if config is not None:
+        from schemas.config import load_config
+
+        return Path(load_config(config).build.data_dir)
+    return data or Path("data")
+
+
+@server_app.command("start")
+def server_start(config: ConfigOption = None, data: DataOption = None) -> None:
+    """Start one local Prefect server for the data folder in the background: every later command on it
+    uses that server instead of starting a temporary one."""
+    from flows.server import start_server
+
+    try:
+        data_dir = _data_dir_of(config, data)
+    except FrameInputError as exc:
+        _fail(exc)
+    try:
+        rec = start_server(data_dir)
+    except RuntimeError as exc:
+        print(f"frame: error: server: {exc}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    print(f"{'already running' if rec['already'] else 'started'}: {rec['url']} (pid {rec['pid']})")
+
+
+@server_app.command("stop")
+def server_stop(config: ConfigOption = None, data: DataOption = None) -> None:
+    """Stop the data folder's background Prefect server."""
+    from flows.server import stop_server
+
+    try:
+        data_dir = _data_dir_of(config, data)
+    except FrameInputError as exc:
+        _fail(exc)
+    rec = stop_server(data_dir)
+    print(f"stopped: {rec['url']} (pid {rec['pid']})" if rec else "no server was running")
+
+
+@server_app.command("status")
+def server_status(config: ConfigOption = None, data: DataOption = None) -> None:
+    """Whether the data folder has a running background Prefect server (exit 1 if not)."""
+    from flows.server import running_server
+
+    try:
+        data_dir = _data_dir_of(config, data)
+    except FrameInputError as exc:
+        _fail(exc)
+    rec = running_server(data_dir)
+    if rec is None:
+        print("no server running (commands start a temporary one)")
+        raise typer.Exit(1)
+    print(f"running: {rec['url']} (pid {rec['pid']}, since {rec.get('started_at', '?')})")
+
+
 @app.command("serve")
 def serve_cmd(
     config: Annotated[Path, typer.Option("--config", help="TOML build config")],

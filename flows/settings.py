@@ -26,6 +26,20 @@ def configure_prefect(data_dir: Path | None = None, result_storage: Path | None 
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
     os.environ.setdefault("FRAME_CACHE_DIR", str(data_dir / "cache"))
+    # A server started by `frame server start` for this data folder saves every command the start of
+    # Prefect's temporary server; an explicit PREFECT_API_URL wins.
+    if "PREFECT_API_URL" not in os.environ:
+        from flows.server import running_server
+
+        found = running_server(data_dir)
+        if found is not None:
+            os.environ["PREFECT_API_URL"] = found["url"]
+    # Prefect reads its settings from the environment once, on import: when a command has imported it
+    # already (to plan its work), refresh them so the lines above take effect.
+    import sys
+
+    if "prefect.context" in sys.modules:
+        sys.modules["prefect.context"].refresh_global_settings_context()
 
 
 def route_prefect_console(log_file: Path | None = None) -> None:

@@ -87,8 +87,34 @@ windows = [
 SMALL_CONFIG = MIRROR_HEAD + SMALL_DOMAINS
 
 
-def frame_env(prefect_home: Path) -> dict[str, str]:
-    """Environment for a `frame` subprocess with its own Prefect home (and a fixed release date)."""
+_SHARED_SERVER: dict[str, str] = {}
+
+
+def shared_api_url() -> str | None:
+    """One background Prefect server (flows/server.py, what `frame server start` runs) for every `frame`
+    subprocess of the session, started on first use and stopped at exit: each command then skips the
+    ~7-10 s start of a temporary server. FRAME_TEST_TEMP_SERVERS=1 turns it off."""
+    if os.environ.get("FRAME_TEST_TEMP_SERVERS") == "1":
+        return None
+    if "url" not in _SHARED_SERVER:
+        import atexit
+        import tempfile
+
+        from flows.server import start_server, stop_server
+
+        data = Path(tempfile.mkdtemp(prefix="frame-test-prefect-server-"))
+        try:
+            _SHARED_SERVER["url"] = start_server(data)["url"]
+        except RuntimeError:
+            _SHARED_SERVER["url"] = ""  # fall back to temporary servers
+        atexit.register(lambda: (stop_server(data), shutil.rmtree(data, ignore_errors=True)))
+    return _SHARED_SERVER["url"] or None
+
+
+def frame_env(prefect_home: Path, *, temporary_server: bool = False) -> dict[str, str]:
+    """Environment for a `frame` subprocess with its own Prefect home (and a fixed release date). Its
+    flows report to the session's shared Prefect server (`temporary_server`: a temporary one of their own,
+    for tests about that path)."""
     env = {
         **os.environ,
         "PREFECT_HOME": str(prefect_home),
@@ -99,6 +125,9 @@ def frame_env(prefect_home: Path) -> dict[str, str]:
     }
     for k in ("PREFECT_API_URL", "PREFECT_LOCAL_STORAGE_PATH", "FRAME_CACHE_DIR"):
         env.pop(k, None)
+    url = None if temporary_server else shared_api_url()
+    if url:
+        env["PREFECT_API_URL"] = url
     return env
 
 

@@ -243,3 +243,14 @@ def test_a_long_doctype_does_not_hide_the_kind_of_file(tmp_path):
     laughs = b'<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">'
     bloated = filing[:at] + b"<!DOCTYPE html [" + laughs + entities + b"]>" + filing[at:]
     assert detect_kind(bloated, "f.htm") == detect_kind(filing, "f.htm") == "edgar"
+
+
+def test_outputs_get_the_usual_permissions(tmp_path):
+    """One policy for every output: files 0666 and folders 0777 less the umask (no 0600 temp-file modes)."""
+    from tasks.atomic import DIR_MODE, FILE_MODE, atomic_write_text
+    from tasks.ground.documents import ground_source, write_grounding
+
+    out = write_grounding(ground_source(PAPER.read_bytes(), PAPER.name), tmp_path / "g")
+    modes = {p.name: p.stat().st_mode & 0o777 for p in [out, *out.iterdir()]}
+    assert modes.pop("g") == DIR_MODE and set(modes.values()) == {FILE_MODE}, modes
+    assert atomic_write_text(tmp_path / "r" / "report.md", "x").stat().st_mode & 0o777 == FILE_MODE

@@ -22,7 +22,7 @@ CONFIG = MIRROR_HEAD + '[run]\ntask_runner = "{runner}"\ndask_workers = 2\n' + S
 
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
-    env = frame_env(home)
+    env = frame_env(home, temporary_server=True)  # the test counts the flow's own temporary server
     for k in ("FRAME_TASK_RUNNER", "FRAME_DASK_ADDRESS"):
         env.pop(k, None)  # the config's [run] decides
     return {**env, **extra}
