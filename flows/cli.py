@@ -302,9 +302,10 @@ def build_cmd(
     from flows.release import build_and_publish
 
     try:
-        out = build_and_publish(
-            cfg, names, release, version, allow_partial=allow_partial, runner=_run_build_with_progress
-        )
+        with _writing(Path(cfg.build.data_dir) / "releases" / release / version):
+            out = build_and_publish(
+                cfg, names, release, version, allow_partial=allow_partial, runner=_run_build_with_progress
+            )
     except FrameInputError as exc:
         _fail(exc)
     for r in out["failed"]:
@@ -403,9 +404,10 @@ def refresh_cmd(
             )
             return
         _prefect_session(cfg)
-        summary = refresh_release(
-            cfg, release, kinds=only, today=day, bump=bump, runner=_run_build_with_progress
-        )
+        with _writing(Path(cfg.build.data_dir) / "releases" / release):
+            summary = refresh_release(
+                cfg, release, kinds=only, today=day, bump=bump, runner=_run_build_with_progress
+            )
     except FrameInputError as exc:
         _fail(exc)
     for f in summary.get("failed") or []:

@@ -254,3 +254,20 @@ def test_outputs_get_the_usual_permissions(tmp_path):
     modes = {p.name: p.stat().st_mode & 0o777 for p in [out, *out.iterdir()]}
     assert modes.pop("g") == DIR_MODE and set(modes.values()) == {FILE_MODE}, modes
     assert atomic_write_text(tmp_path / "r" / "report.md", "x").stat().st_mode & 0o777 == FILE_MODE
+
+
+def test_a_disk_that_fills_up_while_the_release_is_written(tmp_path, mounts):
+    """Build once on a small tmpfs, fill what is left, build a new version (every step cached, only the
+    release is new): one line, exit 2, no partial release, the first release intact."""
+    disk = mounts("disk", "24m")
+    cfg = config(tmp_path, disk / "data", papers="1")
+    first = run(["build", "--config", str(cfg), "--release", "r", "--version", "1.0.0"], tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+    (disk / "filler").write_bytes(b"\0" * max(free - 64 * 1024, 0))
+    res = run(["build", "--config", str(cfg), "--release", "r", "--version", "1.0.1"], tmp_path)
+    one_line(res, "No space left on device", "releases/r/1.0.1")
+    releases = disk / "data" / "releases" / "r"
+    assert sorted(p.name for p in releases.iterdir()) == ["1.0.0"]  # nothing half-written beside it
+    (disk / "filler").unlink()
+    assert run(["release", "verify", str(releases / "1.0.0")], tmp_path).returncode == 0
