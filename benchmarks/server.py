@@ -2,7 +2,8 @@
 (the baseline, "temporary server") and with a background server started by `frame server start`.
 
 Builds once to fill the caches (not timed), then times `--repeat` cached builds each way in one data folder
-and prints the best of each and the ratio server/temporary (target <= 0.5x).
+and prints the best of each and the ratio server/temporary (target <= 0.5x). The builds write a release of
+their own, `server-bench` (the demo's own version stays as `make demo` wrote it).
 
     .venv/bin/python benchmarks/server.py [--config configs/demo.toml] [--repeat 2]
 """
@@ -22,7 +23,7 @@ FRAME = str(Path(sys.executable).with_name("frame"))
 
 def build(config: Path, env: dict[str, str]) -> float:
     t0 = time.perf_counter()
-    args = [FRAME, "build", "--config", str(config), "--release", "demo", "--version", "0.1.0"]
+    args = [FRAME, "build", "--config", str(config), "--release", "server-bench", "--version", "0.1.0"]
     res = subprocess.run(args, capture_output=True, text=True, env=env, cwd=ROOT)
     if res.returncode != 0:
         sys.exit(f"frame build failed: {res.stderr[-2000:]}")
