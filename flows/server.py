@@ -20,6 +20,7 @@ import urllib.request
 from pathlib import Path
 
 from tasks.atomic import atomic_write_text
+from tasks.manifest import pid_alive
 
 __all__ = ["record_path", "running_server", "start_server", "stop_server"]
 
@@ -34,13 +35,7 @@ def _alive(pid: int) -> bool:
             return False
     except ChildProcessError:
         pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid_alive(pid)
 
 
 def _healthy(url: str, timeout: float = 2.0) -> bool:

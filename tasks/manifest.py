@@ -195,7 +195,8 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists (a process we may not signal counts as alive)."""
     if pid == os.getpid():
         return True  # this process may be writing it right now (another thread)
     try:
@@ -220,7 +221,7 @@ def recover_leftovers(target: Path) -> list[Path]:
     for p in sorted(target.parent.iterdir()):
         m = _LEFTOVER.match(p.name)
         pid = m and (m["old"] or m["pid"])
-        if m and m["name"] == target.name and not (pid and _alive(int(pid))):
+        if m and m["name"] == target.name and not (pid and pid_alive(int(pid))):
             found.append((0 if m["old"] else 1, p))
     handled = []
     for is_tmp, p in sorted(found):
