@@ -30,17 +30,19 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q --junitxml=data/cache/test-suite.xml
+	$(BIN)/python tests/run_suite.py
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python benchmarks/grounding.py
+	$(BIN)/python benchmarks/ground_largest.py
 	$(BIN)/python benchmarks/structural_similarity.py
 	$(BIN)/python benchmarks/meta_structure.py --release data/releases/demo/$(DEMO_VERSION)
 	$(BIN)/python benchmarks/refresh.py
 	$(MAKE) demo
 	$(BIN)/python benchmarks/server.py
 	$(BIN)/python benchmarks/scoring.py --release data/releases/demo/$(DEMO_VERSION)
+	$(BIN)/python benchmarks/scoring_cold.py --release data/releases/demo/$(DEMO_VERSION) --server
 	$(BIN)/python benchmarks/suite.py
 
 # Grounding on filers frame was not tuned for (../shared/corpus/edgar-wide + the build corpus): per filing

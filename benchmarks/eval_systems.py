@@ -83,7 +83,9 @@ def write_config(folder: Path, server: str, beta_temperature: float) -> Path:
 
 
 def states(stdout: str) -> Counter:
-    found = re.findall(r"Task run '(score|generate|prepare|compare)-[^']*' - Finished in state (\w+)", stdout)
+    found = re.findall(
+        r"Task run '(score|generate|prepare|compare) · [^']*' - Finished in state (\w+)", stdout
+    )
     return Counter(found)
 
 
@@ -136,7 +138,7 @@ def main() -> None:
                 print("   requests by role: " + ", ".join(f"{k} {v}" for k, v in sorted(roles.items())))
             if gens:
                 print("   generations by model: " + ", ".join(f"{k} {v}" for k, v in sorted(gens.items())))
-            computed = sorted(set(re.findall(r"Task run 'score-[^']*' - \S+ (\S+) \w+: ", res.stdout)))
+            computed = sorted(set(re.findall(r"Task run 'score · [^']*' - \S+ (\S+) \w+: ", res.stdout)))
             if label != "cold":
                 print(f"   systems rescored: {computed or 'none'}")
     out = data / "scores" / rel.parent.name / rel.name

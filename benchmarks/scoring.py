@@ -69,7 +69,7 @@ def run(release: Path, systems: str, out: Path, home: Path, cache: Path, metrics
 
 def task_states(log: str) -> dict[str, int]:
     states: dict[str, int] = {}
-    for m in re.finditer(r"Task run 'score-[^']*' - Finished in state (\w+)", log):
+    for m in re.finditer(r"Task run 'score · [^']*' - Finished in state (\w+)", log):
         states[m.group(1)] = states.get(m.group(1), 0) + 1
     return states
 

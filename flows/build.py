@@ -12,17 +12,19 @@ import hashlib
 import json
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 
 from prefect import flow, get_run_logger, task
+from prefect.futures import as_completed
 from prefect.task_runners import ThreadPoolTaskRunner
 from prefect.transactions import CommitMode, transaction
 
 from flows.ground import CACHE, code_version, ground_snapshot, mirror_digest
 from flows.observe import StepRecorder, finish_run, markdown_table, start_run
 from flows.results import sweep_interrupted
-from flows.steps import STEPS, SYNTH_STEPS, refresh_keys  # noqa: F401  (re-exported)
+from flows.steps import STEPS, SYNTH_STEPS, refresh_keys, run_name, snapshot_span  # noqa: F401  (re-exported)
 from schemas.config import EdgarDomain, FrameConfig, LLMSettings
 from schemas.structure import ReportStructure, structure_json
 from tasks.ground.load import load_grounding_set
@@ -36,6 +38,27 @@ from tasks.synthesize.questions import augment_questions
 from tasks.synthesize.structure import synthesize_structure
 from tasks.synthesize.validate import GoldValidation, validate_gold
 from tasks.tokens import count_tokens
+
+# Progress for the CLI bar (the flow runs in a worker thread): snapshots whose gold report is done,
+# computed or cached, of all the build's snapshots.
+PROGRESS: dict[str, int] = {"done": 0, "total": 0}
+_PROGRESS_LOCK = threading.Lock()
+_DONE: dict[str, int] = {}  # domain -> its snapshots done
+
+
+def _start_progress(total: int) -> None:
+    # Not inline in the flow: a Dask task carries the flow (by value) and a lock does not pickle.
+    with _PROGRESS_LOCK:
+        _DONE.clear()
+        PROGRESS.update(done=0, total=total)
+
+
+def _snapshots_done(domain: str, n: int | None = None) -> None:
+    """One more snapshot of `domain` done (`n`: all of its `n` are done). A domain on a Dask worker
+    counts in the worker's process: here it counts when its task ends."""
+    with _PROGRESS_LOCK:
+        _DONE[domain] = _DONE.get(domain, 0) + 1 if n is None else max(n, _DONE.get(domain, 0))
+        PROGRESS["done"] = sum(_DONE.values())
 
 
 def _llm_cache_dir(cfg: FrameConfig) -> Path:
@@ -200,6 +223,7 @@ def _build_domain(
         _save_report_files(
             Path(cfg.build.data_dir) / "reports" / domain.name / snap, structure, outline, filled, check
         )
+        _snapshots_done(domain.name)
         log.info(
             "%s %s: gold report %d tokens, numeric support %.3f (%d/%d)",
             domain.name,
@@ -293,11 +317,39 @@ def config_digest(cfg: FrameConfig) -> str:
     return hashlib.sha256(cfg.model_dump_json(exclude=exclude).encode()).hexdigest()
 
 
-@flow(name="build", log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=2))
-def build(cfg: FrameConfig, domains: list[str], refresh: list[str] | None = None) -> list[dict]:
-    """Build every domain (in parallel); returns one result per domain: ok with its data, or failed."""
+def build_run_name() -> str:
+    """The build's flow run name: "build demo 0.1.0" (release, version), or, for a build that writes
+    no release (`frame rerun`), its kind and domains: "rerun NVDA-10-Q"."""
+    from prefect.runtime import flow_run
+
+    p = flow_run.parameters
+    kind = "rerun" if p.get("refresh") else "build"
+    if p.get("release"):
+        return " ".join(str(x) for x in (kind, p["release"], p.get("version")) if x)
+    names = list(p.get("domains") or [])
+    more = f" +{len(names) - 3}" if len(names) > 3 else ""
+    return f"{kind} {', '.join(names[:3])}{more}".strip()
+
+
+@flow(
+    name="build",
+    flow_run_name=build_run_name,
+    log_prints=True,
+    task_runner=ThreadPoolTaskRunner(max_workers=2),
+)
+def build(
+    cfg: FrameConfig,
+    domains: list[str],
+    refresh: list[str] | None = None,
+    release: str | None = None,
+    version: str | None = None,
+) -> list[dict]:
+    """Build every domain (in parallel); returns one result per domain: ok with its data, or failed.
+    `release` and `version` name what the build is for (the flow run's name, the artifact), nothing
+    else: the build's outputs and cache keys do not depend on them."""
     refresh = refresh or []
     started = time.perf_counter()
+    _start_progress(sum(len(cfg.domain(n).snapshots) for n in domains))
     sweep_interrupted(cfg.build.data_dir, cfg.run.result_storage)  # a killed build's temp files
     start_run(cfg.build.data_dir)
     code = code_version("tasks", "schemas", "prompts")
@@ -312,9 +364,18 @@ def build(cfg: FrameConfig, domains: list[str], refresh: list[str] | None = None
         stale = stale_outputs(cfg, name)
         _warn_stale(stale)
         run = bool(mine or stale) or _outputs_missing(cfg, name)
-        t = build_domain_task.with_options(refresh_cache=True) if run else build_domain_task
+        snaps = cfg.domain(name).snapshots
+        t = build_domain_task.with_options(
+            refresh_cache=True if run else None,
+            task_run_name=run_name("build-domain", name, snapshot_span(snaps)),
+        )
         # Keyed on this domain's slice of the config: a change to another domain leaves it cached.
         futures[name] = t.submit(cfg.for_domain(name), name, mine, code, digest, llm)
+    for fut in as_completed(list(futures.values())):
+        name = next(n for n, f in futures.items() if f is fut)
+        fut.wait()  # its final state (a Dask future's state is read back from the API otherwise)
+        if fut.state.is_completed():  # its snapshots are done (all at once when served from the cache)
+            _snapshots_done(name, len(cfg.domain(name).snapshots))
     results = []
     for name, fut in futures.items():
         fut.wait()
@@ -323,9 +384,9 @@ def build(cfg: FrameConfig, domains: list[str], refresh: list[str] | None = None
         if state.is_completed():
             results.append({"status": "ok", "cached": state.name == "Cached", **fut.result()})
         else:
-            exc = state.result(raise_on_failure=False)
-            msg = str(exc).splitlines()[0] if isinstance(exc, Exception) and str(exc) else str(state)
-            results.append({"status": "failed", "domain": name, "category": domain.category, "error": msg})
+            results.append(
+                {"status": "failed", "domain": name, "category": domain.category, "error": _failure(state)}
+            )
     summary = finish_run(
         cfg.build.data_dir,
         results,
@@ -334,6 +395,8 @@ def build(cfg: FrameConfig, domains: list[str], refresh: list[str] | None = None
         backend=llm.backend,
         prices=cfg.prices,
         wall_s=time.perf_counter() - started,
+        release=release,
+        version=version,
     )
     t = summary["totals"]
     get_run_logger().info(
@@ -350,6 +413,19 @@ def build(cfg: FrameConfig, domains: list[str], refresh: list[str] | None = None
     return results
 
 
+def _failure(state) -> str:
+    """The first line of a failed domain's exception (its state's message if the exception cannot be
+    read back, e.g. one that does not unpickle from a Dask worker's persisted result)."""
+    try:
+        exc = state.result(raise_on_failure=False)
+    except Exception:
+        exc = None
+    if isinstance(exc, Exception) and str(exc):
+        return str(exc).splitlines()[0]
+    msg = str(state.message or state)
+    return msg.removeprefix("Task run encountered an exception ").splitlines()[0]
+
+
 def _publish_artifact(summary: dict) -> None:
     """The build's figures as a Prefect Markdown artifact (shown in the UI with the flow run)."""
     from prefect.artifacts import create_markdown_artifact
@@ -358,17 +434,30 @@ def _publish_artifact(summary: dict) -> None:
         create_markdown_artifact(
             markdown=markdown_table(summary),
             key="frame-build",
-            description=f"frame {summary['kind']}: steps, cache hits, tokens, cost",
+            description=" ".join(
+                x for x in (f"frame {summary['kind']}", summary.get("release"), summary.get("version")) if x
+            )
+            + ": steps per domain, cache hits, tokens, cost, failures",
         )
     except Exception as exc:  # an artifact is a report, never a reason to fail the build
         get_run_logger().warning("could not create the build artifact: %s", exc)
 
 
-def run_build(cfg: FrameConfig, domains: list[str], refresh: list[str] | None = None) -> list[dict]:
-    """The build flow on the task runner that `[run]` selects (threads, or a Dask cluster)."""
+def run_build(
+    cfg: FrameConfig,
+    domains: list[str],
+    refresh: list[str] | None = None,
+    *,
+    release: str | None = None,
+    version: str | None = None,
+) -> list[dict]:
+    """The build flow on the task runner that `[run]` selects (threads, or a Dask cluster); PROGRESS
+    counts its snapshots as their gold reports are done."""
     from flows.runners import make_task_runner
 
-    return build.with_options(task_runner=make_task_runner(cfg))(cfg, domains, refresh)
+    _start_progress(sum(len(cfg.domain(n).snapshots) for n in domains))
+    flow_on_runner = build.with_options(task_runner=make_task_runner(cfg))
+    return flow_on_runner(cfg, domains, refresh, release, version)
 
 
 def clear_folder(path: Path) -> None:

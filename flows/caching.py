@@ -66,7 +66,8 @@ def task_source(fn: Any) -> str:
 
 @dataclass
 class StableInputsAndSource(CachePolicy):
-    """Key = sha256(task name, task function source, canonical JSON of the inputs)."""
+    """Key = sha256(task name, task function source, canonical JSON of the inputs). The task's name,
+    not its run's name: a `task_run_name` ("fill · aapl-10q · 2024-06-29") labels runs, keys nothing."""
 
     def compute_key(self, task_ctx, inputs, flow_parameters, **kwargs: Any) -> str | None:
         if task_ctx is None:

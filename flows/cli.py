@@ -15,13 +15,13 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from flows.meta import meta_app
+from flows.terminal import FrameTyper, print_table, progress_bar
 from tasks.errors import FrameInputError
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="frame: FRAME benchmark builder.")
-qa_app = typer.Typer(no_args_is_help=True, help="Construction quality checks.")
+app = FrameTyper(no_args_is_help=True, add_completion=False, help="frame: FRAME benchmark builder.")
+qa_app = FrameTyper(no_args_is_help=True, help="Construction quality checks.")
 app.add_typer(qa_app, name="qa")
 app.add_typer(meta_app, name="meta")
 
@@ -119,12 +119,7 @@ def qa_ground_cmd(
     if as_json:
         print(json.dumps(figures, indent=2))
         return
-    table = Table(title=f"QA {path.name}")
-    table.add_column("figure")
-    table.add_column("value", justify="right")
-    for k, v in figures.items():
-        table.add_row(k, str(v))
-    Console().print(table)
+    print_table(f"QA {path.name}", [("figure", False), ("value", True)], [(k, v) for k, v in figures.items()])
 
 
 @app.command("ground-domains")
@@ -145,24 +140,13 @@ def ground_domains(
     configure_prefect(cfg.build.data_dir)
     import datetime as dt
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from flows.ground import run_domains
     from flows.settings import route_prefect_console
 
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     route_prefect_console(cfg.build.data_dir / "logs" / f"ground-{stamp}.log")
 
-    with Progress(
-        TextColumn("[bold]ground[/]"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,  # logs only when not on a terminal (CI, pipes)
-    ) as progress:
+    with progress_bar(console, "[bold]ground[/]", "{task.description}") as progress:
         bar = progress.add_task(selected[0], total=len(selected))
 
         def done(row: dict) -> None:
@@ -179,7 +163,7 @@ def ground_domains(
         raise typer.Exit(2 if all(s.get("input_error") for s in failed) else 1)
 
 
-release_app = typer.Typer(no_args_is_help=True, help="Versioned parquet releases.")
+release_app = FrameTyper(no_args_is_help=True, help="Versioned parquet releases.")
 app.add_typer(release_app, name="release")
 
 
@@ -200,8 +184,6 @@ def _run_with_bar(label: str, unit: str, work, poll) -> object:
     returns its result or re-raises its exception here, in the main thread."""
     import threading
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     box: dict = {}
 
     def run() -> None:
@@ -212,16 +194,8 @@ def _run_with_bar(label: str, unit: str, work, poll) -> object:
 
     worker = threading.Thread(target=run, daemon=True)
     worker.start()
-    with Progress(
-        TextColumn(f"[bold]{label}[/]"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn(unit),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,  # logs only when not on a terminal (CI, pipes)
-    ) as progress:
+    # On a terminal the bar is drawn on stderr and log lines print above it; elsewhere only the logs.
+    with progress_bar(console, f"[bold]{label}[/]", unit.replace("[", "\\[")) as progress:
         bar = progress.add_task(unit, total=None)
         while worker.is_alive():
             worker.join(0.5)
@@ -232,17 +206,25 @@ def _run_with_bar(label: str, unit: str, work, poll) -> object:
     return box["result"]
 
 
-def _run_build_with_progress(cfg, names: list[str], refresh: list[str]) -> list[dict]:
-    """Run the build flow; the bar counts gold reports as they are written."""
+def _run_build_with_progress(
+    cfg, names: list[str], refresh: list[str], *, release: str | None = None, version: str | None = None
+) -> list[dict]:
+    """Run the build flow; the bar counts the snapshots finished, cached or computed (flows.build's
+    PROGRESS; without it, the gold reports written since the start, which misses cached ones)."""
     import time
 
-    from flows.build import run_build
+    import flows.build as build_flow
 
     total = sum(len(cfg.domain(n).snapshots) for n in names)
     reports = cfg.build.data_dir / "reports"
     start = time.time()
+    counter = getattr(build_flow, "PROGRESS", None)
+    if isinstance(counter, dict):
+        counter.update(done=0, total=0)  # a bar of this build only, not a count left by the last one
 
     def poll() -> tuple[int, int]:
+        if isinstance(counter, dict):
+            return counter.get("done", 0), counter.get("total") or total
         done = sum(
             1
             for n in names
@@ -252,7 +234,8 @@ def _run_build_with_progress(cfg, names: list[str], refresh: list[str]) -> list[
         )
         return done, total
 
-    return _run_with_bar("build", "snapshots", lambda: run_build(cfg, names, refresh), poll)  # type: ignore[return-value]
+    work = lambda: build_flow.run_build(cfg, names, refresh, release=release, version=version)  # noqa: E731
+    return _run_with_bar("build", "snapshots", work, poll)  # type: ignore[return-value]
 
 
 @app.command("build")
@@ -276,6 +259,13 @@ def build_cmd(
             "--reference", help="--dry-run: release whose token statistics stand in for what is not built"
         ),
     ] = None,
+    allow_identical: Annotated[
+        bool,
+        typer.Option(
+            "--allow-identical",
+            help="write the new version even when its tables equal the previous version's",
+        ),
+    ] = False,
 ) -> None:
     """fetch -> ground -> synthesize -> instances -> release, domains in parallel, every step cached."""
     from schemas.config import load_config
@@ -304,7 +294,13 @@ def build_cmd(
     try:
         with _writing(Path(cfg.build.data_dir) / "releases" / release / version):
             out = build_and_publish(
-                cfg, names, release, version, allow_partial=allow_partial, runner=_run_build_with_progress
+                cfg,
+                names,
+                release,
+                version,
+                allow_partial=allow_partial,
+                runner=_run_build_with_progress,
+                allow_identical=allow_identical,
             )
     except FrameInputError as exc:
         _fail(exc)
@@ -325,7 +321,10 @@ def build_cmd(
 @app.command("rerun")
 def rerun_cmd(
     step: Annotated[
-        str, typer.Argument(help="fetch|clean|split|convert|structure|questions|outline|fill|validate")
+        str,
+        typer.Argument(
+            help="the step: fetch, clean, split, convert, structure, questions, outline, fill or validate"
+        ),
     ],
     domain: Annotated[str, typer.Option("--domain", help="the domain")],
     snapshot: Annotated[str, typer.Option("--snapshot", help="the snapshot (period end or window label)")],
@@ -429,12 +428,17 @@ def status_cmd(
         Path | None, typer.Option("--config", help="TOML build config (its data folder)")
     ] = None,
     data: Annotated[Path | None, typer.Option("--data", help="data folder (default: data)")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    show_all: Annotated[bool, typer.Option("--all", help="one row per step, not per domain")] = False,
+    failed: Annotated[bool, typer.Option("--failed", help="only the steps and domains that failed")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the whole run record as JSON")] = False,
 ) -> None:
-    """The last build's steps: status, wall time, cache hits, LLM calls, tokens, cost; what failed."""
+    """The last build: per domain, steps computed / cached / failed, tokens, cost and the last error
+    (--all: every step with its wall time and LLM calls; --failed: only what failed)."""
     from flows.observe import latest_run
 
     try:
+        if show_all and failed:
+            raise FrameInputError("--all/--failed", "give one of them")
         if config is not None:
             from schemas.config import load_config
 
@@ -457,14 +461,91 @@ def status_cmd(
         print(json.dumps(run, indent=1, sort_keys=True))
         return
     try:
-        _print_status(run)
-    except (KeyError, TypeError, ValueError) as exc:
+        _print_status(run, "all" if show_all else "failed" if failed else "domains")
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         where = Path(data_dir) / "runs" / "latest.json"
         _fail(FrameInputError(where, f"not a run record (bad or missing field {exc}); rebuild to rewrite it"))
 
 
-def _print_status(run: dict) -> None:
-    out = Console()
+def _cost(v: float | None) -> str:
+    return "n/a" if v is None else f"${v:.4f}"
+
+
+DOMAIN_COLUMNS = [("domain", False), ("snapshots", True), ("computed", True), ("cached", True)]
+DOMAIN_COLUMNS += [("failed", True), ("tokens", True), ("cost", True)]
+
+
+def _domain_rows(run: dict) -> tuple[list[tuple], list[str]]:
+    """One row per domain of the run (DOMAIN_COLUMNS: snapshots, steps computed / cached / failed,
+    tokens, cost: flows.observe.domain_rows, as in the build's Prefect artifact), and the lines to print
+    below it: the snapshots a domain computed when others came from the cache, and its last error."""
+    from rich.markup import escape
+    from rich.text import Text
+
+    from flows.observe import domain_rows
+
+    errors = {d["domain"]: d.get("error") or "failed" for d in run["domains"] if d["status"] != "ok"}
+    rows, notes = [], []
+    for r in domain_rows(run):
+        name = r["domain"]
+        mine = [s for s in run["steps"] if s["domain"] == name]
+        snapshots = list(dict.fromkeys(s["snapshot"] for s in mine))
+        ran_in = [t for t in snapshots if any(s["snapshot"] == t and s["status"] == "ran" for s in mine)]
+        if ran_in and len(ran_in) < len(snapshots):
+            rest = f"the other {len(snapshots) - len(ran_in)} from the cache"
+            notes.append(f"computed {escape(name)}: {escape(', '.join(ran_in))} ({rest})")
+        failed = [s for s in mine if s["status"] == "failed"]
+        if failed and name not in errors:
+            errors[name] = f"{failed[-1]['snapshot']} {failed[-1]['step']}: {failed[-1]['error']}"
+        if name in errors:
+            notes.append(f"[red]last error[/] {escape(name)}: {escape(str(errors[name]))}")
+        cost = r["cost_usd"]
+        rows.append(
+            (
+                name,
+                r["snapshots"],
+                Text(str(r["computed"]), style="green" if r["computed"] else ""),
+                r["cached"],
+                Text(str(r["failed"]), style="red" if r["failed"] else ""),
+                f"{r['prompt_tokens'] + r['completion_tokens']:,}",
+                _cost(0.0 if cost is None and run.get("backend") == "offline" else cost),
+            )
+        )
+    return rows, notes
+
+
+def _step_rows(steps: list[dict]) -> list[tuple]:
+    from rich.text import Text
+
+    colour = {"ran": "green", "cached": "dim", "failed": "red"}
+    return [
+        (
+            s["domain"],
+            s["snapshot"],
+            s["step"],
+            Text(s["status"], style=colour.get(s["status"], "")),
+            f"{s['wall_s']:.2f}",
+            s["llm_calls"],
+            s["llm_cache_hits"],
+            f"{s['prompt_tokens'] + s['completion_tokens']:,}",
+            _cost(s["cost_usd"]),
+        )
+        for s in steps
+    ]
+
+
+STEP_COLUMNS = [("domain", False), ("snapshot", False), ("step", False), ("status", False)] + [
+    (c, True) for c in ("wall s", "LLM calls", "hits", "tokens", "cost")
+]
+
+
+def _print_status(run: dict, view: str = "domains") -> None:
+    """`frame status`: view "domains" (one row per domain), "all" (one per step) or "failed"."""
+    from rich.markup import escape
+
+    from flows.terminal import stdout_console
+
+    out = stdout_console()
     if "in_progress" in run:
         p = run["in_progress"]
         out.print(
@@ -476,39 +557,39 @@ def _print_status(run: dict) -> None:
     t = run["totals"]
     out.print(
         f"last {run['kind']} [bold]{run['status']}[/] at {run['finished_at']}, {run['wall_s']:.1f} s; "
-        f"backend {run['backend']} ({run['model']}); steps ran {t['steps_ran']}, cached {t['steps_cached']}, "
-        f"failed {t['steps_failed']}; LLM calls {t['llm_calls']} (cache hits {t['llm_cache_hits']}), "
-        f"tokens {t['prompt_tokens'] + t['completion_tokens']:,}, cost "
-        + ("n/a" if t["cost_usd"] is None else f"${t['cost_usd']:.4f}")
+        f"backend {escape(str(run['backend']))} ({escape(str(run['model']))}); steps computed "
+        f"{t['steps_ran']}, cached {t['steps_cached']}, failed {t['steps_failed']}; LLM calls "
+        f"{t['llm_calls']} (cache hits {t['llm_cache_hits']}), tokens "
+        f"{t['prompt_tokens'] + t['completion_tokens']:,}, cost " + _cost(t["cost_usd"]),
+        highlight=False,
     )
-    table = Table()
-    for col in ("domain", "snapshot", "step", "status", "wall s", "LLM calls", "hits", "tokens", "cost"):
-        table.add_column(
-            col, justify="right" if col in ("wall s", "LLM calls", "hits", "tokens", "cost") else "left"
-        )
-    colour = {"ran": "green", "cached": "dim", "failed": "red"}
-    for s in run["steps"]:
-        table.add_row(
-            s["domain"],
-            s["snapshot"],
-            s["step"],
-            f"[{colour.get(s['status'], 'white')}]{s['status']}[/]",
-            f"{s['wall_s']:.2f}",
-            str(s["llm_calls"]),
-            str(s["llm_cache_hits"]),
-            f"{s['prompt_tokens'] + s['completion_tokens']:,}",
-            "n/a" if s["cost_usd"] is None else f"${s['cost_usd']:.4f}",
-        )
-    out.print(table)
+    if view == "domains":
+        rows, notes = _domain_rows(run)
+        keep = range(len(DOMAIN_COLUMNS))
+        if all(r[5] == "0" for r in rows):  # no LLM traffic (offline): the first line says it, room saved
+            keep = [i for i, (c, _) in enumerate(DOMAIN_COLUMNS) if c not in ("tokens", "cost")]
+        columns = [DOMAIN_COLUMNS[i] for i in keep]
+        print_table(None, columns, [[r[i] for i in keep] for r in rows], console=out)
+        for line in notes:  # below the table: read whole, not folded into a narrow column
+            out.print(line)
+        return
+    steps = run["steps"] if view == "all" else [s for s in run["steps"] if s["status"] == "failed"]
+    if steps:
+        print_table(None, STEP_COLUMNS, _step_rows(steps), keys=3, console=out)
     for d in run["domains"]:
         if d["status"] != "ok":
-            out.print(f"[red]failed[/] {d['domain']}: {d['error']}")
+            out.print(f"[red]failed[/] {escape(d['domain'])}: {escape(str(d['error']))}")
     for s in run["steps"]:
         if s["status"] == "failed":
-            out.print(f"[red]failed step[/] {s['domain']} {s['snapshot']} {s['step']}: {s['error']}")
+            out.print(
+                f"[red]failed step[/] {escape(s['domain'])} {escape(s['snapshot'])} {s['step']}: "
+                + escape(str(s["error"]))
+            )
+    if view == "failed" and not steps and all(d["status"] == "ok" for d in run["domains"]):
+        out.print("nothing failed")
 
 
-server_app = typer.Typer(no_args_is_help=True, help="A background Prefect server for a data folder.")
+server_app = FrameTyper(no_args_is_help=True, help="A background Prefect server for a data folder.")
 app.add_typer(server_app, name="server")
 
 DataOption = Annotated[Path | None, typer.Option("--data", help="data folder (default: data)")]
@@ -608,6 +689,7 @@ def release_verify(
     from tasks.release.verify import verify_deep, verify_release
 
     try:
+        _release_folder(path)
         report = verify_release(path)
         problems = list(report.problems)
         if deep:
@@ -618,6 +700,20 @@ def release_verify(
         print(f"frame: error: {p}", file=sys.stderr)
     print(f"{path}: {'ok' if not problems else 'FAILED'}")
     raise typer.Exit(0 if not problems else 1)
+
+
+def _release_folder(path: Path) -> None:
+    """Bad input (exit 2), not a failed check (exit 1): a path that is no folder, or a folder with
+    neither a manifest nor any table of a release."""
+    from schemas.release import REQUIRED_TABLES
+
+    if not path.exists():
+        raise FrameInputError(path, "no such folder")
+    if not path.is_dir():
+        raise FrameInputError(path, "not a folder (give data/releases/<name>/<version>)")
+    names = ["manifest.json", *(f"{t}.parquet" for t in REQUIRED_TABLES)]
+    if not any((path / n).exists() for n in names):
+        raise FrameInputError(path, "not a frame release folder (no manifest.json, no release tables)")
 
 
 @release_app.command("diff")
@@ -658,18 +754,17 @@ def generate_cmd(
     release: Annotated[Path, typer.Option("--release", help="data/releases/<name>/<version>")],
     system: Annotated[
         str,
-        typer.Option("--system", help="copy-sample | extractive | one-shot | a \\[systems.NAME] of --config"),
+        typer.Option("--system", help="copy-sample | extractive | one-shot | a [systems.NAME] of --config"),
     ],
     config: Annotated[
         Path | None,
-        typer.Option("--config", help="evaluation config, or a build config whose \\[llm] one-shot uses"),
+        typer.Option("--config", help="evaluation config, or a build config whose [llm] one-shot uses"),
     ] = None,
 ) -> None:
     """Write one generated report per instance (data/generations/<name>/<version>/<system>/)."""
     import os
 
     import pandas as pd
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from flows.generate import generate_all
 
@@ -679,17 +774,13 @@ def generate_cmd(
             raise FrameInputError(release / "instances.parquet", "missing: not a frame release folder")
         if system == "gold":
             raise FrameInputError("--system", "gold is the release's own target report: nothing to generate")
+        from tasks.generate.systems import select_systems
+
+        select_systems([system], ev, llm=llm, flag="--system", exclude=("gold",))  # errors name --system
         cache_dir = Path(os.environ.get("FRAME_CACHE_DIR") or (data_dir or Path("data")) / "cache")
         chosen = _score_systems(release, system, ev, llm, cache_dir, allow_missing=False)[system]
         total = len(pd.read_parquet(release / "instances.parquet", columns=["instance_id"]))
-        with Progress(
-            TextColumn(f"[bold]{system}[/]"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            console=console,
-            transient=True,
-            disable=not console.is_terminal,
-        ) as progress:
+        with progress_bar(console, f"[bold]{system}[/]", elapsed=False) as progress:
             bar = progress.add_task("instances", total=total)
             out, made = generate_all(release, chosen, on_done=lambda _id: progress.advance(bar))
     except FrameInputError as exc:
@@ -778,8 +869,8 @@ def score_cmd(
         str,
         typer.Option(
             "--systems",
-            help="comma-separated systems: builtins (gold, copy-sample, extractive), one-shot on \\[llm], or "
-            "names of --config's \\[systems.NAME] (default: every configured system, else the builtins)",
+            help="comma-separated systems: builtins (gold, copy-sample, extractive), one-shot on [llm], or "
+            "names of --config's [systems.NAME] (default: every configured system, else the builtins)",
         ),
     ] = "",
     metrics: Annotated[
@@ -787,13 +878,20 @@ def score_cmd(
         typer.Option(
             "--metrics",
             help="comma-separated metric families or metrics (`frame metrics` lists them; default: the "
-            "config's \\[score] metrics, else FRAME's three)",
+            "config's [score] metrics, else FRAME's three)",
         ),
     ] = "",
     judge: Annotated[
         str | None, typer.Option("--judge", help="offline | openai: who judges the LLM-judged families")
     ] = None,
     embedder: Annotated[str | None, typer.Option("--embedder", help="minilm | openai:<model>")] = None,
+    embed_precision: Annotated[
+        str | None,
+        typer.Option(
+            "--embed-precision",
+            help="MiniLM forward pass: auto (bf16 where the CPU has bf16 instructions) | fp32 | bf16",
+        ),
+    ] = None,
     tree: Annotated[str | None, typer.Option("--tree", help="deterministic | llm structure trees")] = None,
     max_items: Annotated[
         int | None, typer.Option("--max-items", help="units / claims sampled per report")
@@ -809,8 +907,8 @@ def score_cmd(
         Path | None,
         typer.Option(
             "--config",
-            help="evaluation config (\\[systems.NAME], \\[judge], \\[embedder], \\[score]) or a build "
-            "config whose \\[llm] judges",
+            help="evaluation config ([systems.NAME], [judge], [embedder], [score]) or a build "
+            "config whose [llm] judges",
         ),
     ] = None,
     allow_missing: Annotated[
@@ -825,6 +923,7 @@ def score_cmd(
     """Score generated reports with metric families (default: FRAME's three); leaderboard with CIs; plots."""
     try:
         options = {"judge": judge, "embedder": embedder, "tree": tree, "max_items": max_items}
+        options |= {"embed_precision": embed_precision}
         options |= {"seed": seed, "bootstrap": bootstrap, "gamma": gamma}
         plan = _score_plan(release, systems, metrics, config, allow_missing, options)
         if dry_run:
@@ -957,13 +1056,13 @@ def split_cmd(
 def evolve_cmd(
     release: Annotated[Path, typer.Option("--release", help="data/releases/<name>/<version> (split first)")],
     config: Annotated[
-        Path, typer.Option("--config", help="evaluation config: \\[systems.NAME], \\[judge], \\[evolve]")
+        Path, typer.Option("--config", help="evaluation config: [systems.NAME], [judge], [evolve]")
     ],
     systems: Annotated[
         str, typer.Option("--systems", help="comma-separated configured systems to evolve for")
     ],
     rounds: Annotated[
-        int | None, typer.Option("--rounds", help="most rounds (default: \\[evolve] rounds)")
+        int | None, typer.Option("--rounds", help="most rounds (default: [evolve] rounds)")
     ] = None,
     patience: Annotated[
         int | None, typer.Option("--patience", help="stop after this many rounds without an accepted skill")
@@ -1127,7 +1226,7 @@ def annotate_cmd(
         str | None, typer.Option("--metric", help="a metric with a guideline (default: the first)")
     ] = None,
     n: Annotated[int, typer.Option("--n", help="items to sample (spread over systems)")] = 40,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="sampling seed")] = 0,
     systems: Annotated[
         str | None, typer.Option("--systems", help="comma-separated systems to sample from (default: all)")
     ] = None,
@@ -1200,68 +1299,31 @@ def align_cmd(
     if as_json:
         print(text)
         return
-    table = Table(title="alignment")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
-    for k, v in json.loads(text).items():
-        table.add_row(k, str(v))
-    Console().print(table)
+    print_table("alignment", [("metric", False), ("value", True)], list(json.loads(text).items()))
 
 
 def _print_stats(stats: list[dict]) -> None:
-    table = Table(title="Per-category statistics (paper 000 Table 1)")
-    cols = [
-        "category",
-        "instances",
-        "g_files_mean",
-        "g_tokens_mean",
-        "g_tables_mean",
-        "g_images_mean",
-        "s_tokens_mean",
-        "s_sections_mean",
-        "s_tables_mean",
-        "y_tokens_mean",
-        "y_sections_mean",
-        "y_tables_mean",
-    ]
-    for c in cols:
-        table.add_column(c.replace("_mean", ""), justify="left" if c == "category" else "right")
-    for row in stats:
-        table.add_row(*[str(row.get(c, "")) for c in cols])
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    cols = ["category", "instances", "g_files_mean", "g_tokens_mean", "g_tables_mean", "g_images_mean"]
+    cols += ["s_tokens_mean", "s_sections_mean", "s_tables_mean", "y_tokens_mean", "y_sections_mean"]
+    cols += ["y_tables_mean"]
+    columns = [(c.replace("_mean", ""), c != "category") for c in cols]
+    rows = [[row.get(c, "") for c in cols] for row in stats]
+    print_table("Per-category statistics (paper 000 Table 1)", columns, rows)
 
 
 def _print_summary(rows: list[dict]) -> None:
-    table = Table(title="Grounding documents per snapshot")
-    for col in (
-        "domain",
-        "category",
-        "snapshot",
-        "sources",
-        "documents",
-        "tables",
-        "images",
-        "tokens",
-        "status",
-    ):
-        table.add_column(
-            col, justify="right" if col in ("sources", "documents", "tables", "images", "tokens") else "left"
-        )
+    numeric = ("sources", "documents", "tables", "images", "tokens")
+    columns = [(c, c in numeric) for c in ("domain", "category", "snapshot", *numeric, "status")]
+    table_rows = []
     for r in rows:
         for snap in r.get("snapshots", []) or [{}]:
-            table.add_row(
-                r["domain"],
-                r["category"],
-                snap.get("snapshot", "-"),
-                str(snap.get("sources", "-")),
-                str(snap.get("documents", "-")),
-                str(snap.get("tables", "-")),
-                str(snap.get("images", "-")),
-                str(snap.get("tokens", "-")),
-                r["status"],
+            table_rows.append(
+                [r["domain"], r["category"], snap.get("snapshot", "-")]
+                + [snap.get(c, "-") for c in numeric]
+                + [r["status"]]
             )
     # Wide enough for the table when output goes to a pipe or a log (rich defaults to 80 there).
-    Console(width=None if sys.stdout.isatty() else 160).print(table)
+    print_table("Grounding documents per snapshot", columns, table_rows)
 
 
 def os_error_line(exc: OSError) -> str:

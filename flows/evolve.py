@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,23 @@ class EvolveJob:
         return ScoredSplit(pd.read_parquet(out / "scores.parquet"), pd.read_parquet(out / "evidence.parquet"))
 
 
+def _run_name(kind: str) -> Callable[[], str]:
+    """A flow run name "<kind> <release> <version>[ round <k>]" from the run's EvolveJob."""
+
+    def name() -> str:
+        from prefect.runtime import flow_run
+
+        p = flow_run.parameters
+        job = p.get("job")
+        splits = getattr(job, "splits", None)
+        parts = [kind, getattr(splits, "release", ""), getattr(splits, "version", "")]
+        if p.get("k") is not None:
+            parts += ["round", str(p["k"])]
+        return " ".join(x for x in parts if x)
+
+    return name
+
+
 def _candidate(job: EvolveJob, current: Skill, failures: list, rejected: list) -> tuple[Skill, list[str]]:
     s = job.settings
     tags = {r.tag for r in rejected if r.tag}
@@ -101,7 +119,7 @@ def _candidate(job: EvolveJob, current: Skill, failures: list, rejected: list) -
     return cand, notes + more
 
 
-@flow(name="evolve-round", flow_run_name="evolve-round-{k}", log_prints=True)
+@flow(name="evolve-round", flow_run_name=_run_name("evolve"), log_prints=True)
 def evolve_round(job: EvolveJob, k: int, current: Skill, rejected: list) -> dict:
     """Round k: failures on discovery -> candidate -> K_t and candidate scored on validation -> decision."""
     log = get_run_logger()
@@ -150,7 +168,7 @@ def _recorded(folder: Path, key: str) -> dict | None:
     return record if record.get("key") == key else None
 
 
-@flow(name="evolve", log_prints=True)
+@flow(name="evolve", flow_run_name=_run_name("evolve"), log_prints=True)
 def evolve(job: EvolveJob, skill0: Skill, rounds: int, patience: int) -> dict:
     """The loop (see the module docstring); returns the run's summary, with K* in <run>/skill.md."""
     log = get_run_logger()
@@ -195,7 +213,7 @@ def evolve(job: EvolveJob, skill0: Skill, rounds: int, patience: int) -> dict:
     return summary
 
 
-@flow(name="evolve-locked", log_prints=True)
+@flow(name="evolve-locked", flow_run_name=_run_name("evolve-locked"), log_prints=True)
 def evaluate_locked(job: EvolveJob, skill: Skill, out: Path) -> Path:
     """Each system with and without `skill` on the locked split: paired differences with 95% CIs per
     layer and family, item pass-rate changes, skill length; report.md + parquet in `out`."""

@@ -13,6 +13,7 @@ from typing import Any
 from prefect import get_run_logger, task
 
 from flows.caching import PUBLIC_INPUTS
+from flows.steps import run_name_template
 from schemas.config import LLMSettings
 from schemas.evaluation import EvalConfig
 from tasks.generate.runs import (
@@ -97,6 +98,13 @@ def generate_task(
     if got.error is not None:
         raise RuntimeError(got.error)
     return {"markdown": got.markdown, "metadata": got.metadata}
+
+
+# Runs read "generate · <system> · <instance>". Set here, not in the decorator: the decorator is part
+# of the task's source, hence of its cache key (flows.caching.task_source).
+generate_task = generate_task.with_options(
+    task_run_name=run_name_template("generate", "system", "instance_id")
+)
 
 
 def generate_for_scoring(

@@ -14,6 +14,7 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 
 from flows.caching import STABLE
+from flows.steps import run_name
 from schemas.config import ArxivDomain, EdgarDomain, FrameConfig
 from schemas.sources import RawFile
 from tasks.errors import FrameInputError
@@ -127,11 +128,11 @@ def ground_snapshot(
     `refresh` names steps to recompute even when cached (`frame rerun`); `recorder` (a
     `flows.observe.StepRecorder`) logs each step's time, cache hit and cost."""
 
-    def step(t, name: str):
+    def step(t, name: str, part: str = ""):
         t = t.with_options(refresh_cache=True) if name in refresh else t
         if recorder is None:
-            return t
-        return lambda *args: recorder.call(t, name, snapshot, *args)
+            return t.with_options(task_run_name=run_name(name, domain.name, snapshot, part))
+        return lambda *args: recorder.call(t, name, snapshot, *args, part=part)
 
     # Keyed on this snapshot alone: adding a later snapshot to the domain does not fetch this one again.
     fcfg, fdomain = cfg.for_snapshot(domain.name, snapshot)
@@ -140,12 +141,14 @@ def ground_snapshot(
     mirror = str(cfg.source.mirror) if cfg.source.mode == "mirror" and cfg.source.mirror else None
     parts: list[Grounded] = []
     for raw in raws:
+        # Which source of the snapshot a step converts, when it has several (the papers of a window).
+        part = (raw.arxiv_id or raw.accession or raw.sha256[:12]) if len(raws) > 1 else ""
         if isinstance(domain, EdgarDomain):
-            clean = step(clean_task, "clean")(raw, data_dir, mirror, code)
-            sections = step(split_task, "split")(clean, code)
-            parts.append(step(convert_filing_task, "convert")(raw, clean, sections, domain.form, code))
+            clean = step(clean_task, "clean", part)(raw, data_dir, mirror, code)
+            sections = step(split_task, "split", part)(clean, code)
+            parts.append(step(convert_filing_task, "convert", part)(raw, clean, sections, domain.form, code))
         else:
-            parts.append(step(convert_paper_task, "convert")(raw, data_dir, mirror, code))
+            parts.append(step(convert_paper_task, "convert", part)(raw, data_dir, mirror, code))
     grounded = merge_grounded(parts)
     out = write_grounding(grounded, Path(cfg.build.data_dir) / "grounding" / domain.name / snapshot)
     docs = grounded.documents
@@ -171,7 +174,7 @@ def grounding_digest(grounded: Grounded) -> str:
     return h.hexdigest()
 
 
-@flow(name="ground", log_prints=True)
+@flow(name="ground", flow_run_name="ground {domain_name}", log_prints=True)
 def ground_domain(cfg: FrameConfig, domain_name: str) -> dict:
     """Ground every snapshot of one domain into data/grounding/<domain>/<snapshot>/."""
     log = get_run_logger()

@@ -17,9 +17,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from flows.terminal import FrameTyper
 from tasks.errors import FrameInputError
 
-meta_app = typer.Typer(
+meta_app = FrameTyper(
     no_args_is_help=True,
     help="Meta-evaluation: how well the metrics agree with human judgement (paper 000 Tables 2-5).",
 )

@@ -20,7 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from flows.steps import STEPS
+from flows.steps import STEPS, run_name
 from schemas.config import ModelPrice
 from tasks.atomic import atomic_write_text
 from tasks.llm.client import metering
@@ -50,8 +50,12 @@ class StepRecorder:
             fh.write(json.dumps(rec, sort_keys=True) + "\n")
             fh.flush()
 
-    def call(self, task, step: str, snapshot: str, *args: Any) -> Any:
+    def call(self, task, step: str, snapshot: str, *args: Any, part: str = "") -> Any:
+        """Run `task(*args)` as the task run "step · domain · snapshot[ · part]" (`part` tells apart
+        the calls of one step in one snapshot, e.g. a paper's arXiv id); the run name is not part of
+        the cache key."""
         start = time.perf_counter()
+        task = task.with_options(task_run_name=run_name(step, self.domain, snapshot, part))
         with metering() as meter:
             state = task(*args, return_state=True)
         spent = meter.as_dict()
@@ -142,8 +146,11 @@ def finish_run(
     backend: str,
     prices: dict[str, ModelPrice],
     wall_s: float,
+    release: str | None = None,
+    version: str | None = None,
 ) -> dict[str, Any]:
-    """Fold the step lines of this build into run.json + latest.json; returns the summary."""
+    """Fold the step lines of this build into run.json + latest.json; returns the summary (`release`,
+    `version`: what the build is for, when it builds a release version)."""
     act = active_dir(data_dir)
     started = {}
     if (act / "started.json").is_file():
@@ -175,6 +182,8 @@ def finish_run(
     total_cost = cost_usd(totals["prompt_tokens"], totals["completion_tokens"], model, prices)
     summary = {
         "kind": kind,
+        "release": release,
+        "version": version,
         "started_at": started.get("started_at"),
         "finished_at": _now(),
         "wall_s": round(wall_s, 3),
@@ -231,32 +240,105 @@ def latest_run(data_dir: str | Path) -> dict[str, Any] | None:
     return run
 
 
-def _fmt_cost(v: float | None) -> str:
-    return "n/a" if v is None else f"${v:.4f}"
+def _fmt_cost(v: float | None, backend: str) -> str:
+    if backend == "offline":
+        return "0"  # the offline backend calls no LLM
+    return "n/a" if v is None else f"{v:,.4f}"  # n/a: no price for the model in [prices]
+
+
+def _fmt_time(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.1f} min" if seconds >= 120 else f"{seconds:.1f} s"
+
+
+STEP_COUNTS = {"computed": "ran", "cached": "cached", "failed": "failed"}  # column -> step status
+
+
+def domain_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """One record per domain of the build: its step records folded (how many computed, cached,
+    failed; wall time, LLM use, cost) and its status: failed, cached (no step computed) or built."""
+    order = [d["domain"] for d in summary["domains"]]
+    order += sorted({s["domain"] for s in summary["steps"]} - set(order))
+    failed_domains = {d["domain"] for d in summary["domains"] if d["status"] != "ok"}
+    rows = []
+    for name in order:
+        steps = [s for s in summary["steps"] if s["domain"] == name]
+        row: dict[str, Any] = {
+            "domain": name,
+            "snapshots": len({s["snapshot"] for s in steps}),
+            **{k: sum(1 for s in steps if s["status"] == st) for k, st in STEP_COUNTS.items()},
+            "wall_s": round(sum(s["wall_s"] for s in steps), 4),
+            **{c: sum(s[c] for s in steps) for c in COUNTERS},
+        }
+        costs = [s["cost_usd"] for s in steps if s.get("cost_usd") is not None]
+        row["cost_usd"] = sum(costs) if costs else None
+        row["status"] = (
+            "failed"
+            if name in failed_domains or row["failed"]
+            else "cached"
+            if not row["computed"]
+            else "built"
+        )
+        rows.append(row)
+    return rows
 
 
 def markdown_table(summary: dict[str, Any]) -> str:
-    """The build's figures as Markdown (the Prefect artifact)."""
+    """The build's figures as Markdown (the Prefect artifact): what was built (release, version,
+    backend), one row per domain (its steps folded), then every failure with its error."""
     t = summary["totals"]
+    backend = summary["backend"]
+    rows = domain_rows(summary)
+    target = " ".join(p for p in (summary.get("release"), summary.get("version")) if p)
+    names = [r["domain"] for r in rows]
+    more = f" +{len(names) - 3} more" if len(names) > 3 else ""
+    target = target or (", ".join(names[:3]) + more) or "(no domain)"
+    engine = "offline" if backend == "offline" else f"{backend}, model `{summary['model']}`"
+    n_steps = t["steps_ran"] + t["steps_cached"] + t["steps_failed"]
+    if n_steps and t["steps_cached"] == n_steps:
+        steps = f"all {n_steps} steps cached (nothing computed)"
+    else:
+        steps = f"{t['steps_ran']} computed, {t['steps_cached']} cached, {t['steps_failed']} failed"
     lines = [
-        f"# frame {summary['kind']} {summary['status']}",
+        f"# frame {summary['kind']} {target}: {summary['status']}",
         "",
-        f"{summary['wall_s']:.1f} s; backend {summary['backend']} (`{summary['model']}`); "
-        f"steps ran {t['steps_ran']}, cached {t['steps_cached']}, failed {t['steps_failed']}; "
-        f"LLM calls {t['llm_calls']} (cache hits {t['llm_cache_hits']}); tokens in {t['prompt_tokens']:,}, "
-        f"out {t['completion_tokens']:,}; estimated cost {_fmt_cost(t['cost_usd'])}.",
+        f"- backend: {engine}",
+        f"- {len(rows)} domain(s), {sum(r['snapshots'] for r in rows)} snapshot(s) in "
+        f"{_fmt_time(summary['wall_s'])}",
+        f"- steps: {steps}",
+        f"- LLM calls: {t['llm_calls']:,} ({t['llm_cache_hits']:,} answered from the LLM cache); tokens in "
+        f"{t['prompt_tokens']:,}, out {t['completion_tokens']:,}",
+        f"- estimated cost (USD): {_fmt_cost(t['cost_usd'], backend)}"
+        + (" (no price for the model in [prices])" if t["cost_usd"] is None and backend != "offline" else ""),
         "",
-        "| domain | snapshot | step | status | wall s | LLM calls | cache hits | tokens in | tokens out "
-        "| cost |",
-        "|---|---|---|---|---:|---:|---:|---:|---:|---:|",
+        "| domain | status | snapshots | steps computed / cached / failed | time | estimated cost (USD) "
+        "| LLM calls | tokens in / out |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for s in summary["steps"]:
+    for r in rows:
+        time_s = _fmt_time(r["wall_s"]) if r["wall_s"] else "-"  # 0: served whole from its cache entry
         lines.append(
-            f"| {s['domain']} | {s['snapshot']} | {s['step']} | {s['status']} | {s['wall_s']:.2f} | "
-            f"{s['llm_calls']} | {s['llm_cache_hits']} | {s['prompt_tokens']} | {s['completion_tokens']} | "
-            f"{_fmt_cost(s['cost_usd'])} |"
+            f"| {r['domain']} | {r['status']} | {r['snapshots']} | "
+            f"{r['computed']} / {r['cached']} / {r['failed']} | {time_s} | "
+            f"{_fmt_cost(r['cost_usd'], backend)} | {r['llm_calls']:,} | "
+            f"{r['prompt_tokens']:,} / {r['completion_tokens']:,} |"
         )
-    failed = [d for d in summary["domains"] if d["status"] != "ok"]
-    if failed:
-        lines += ["", "Failed domains:", ""] + [f"- {d['domain']}: {d['error']}" for d in failed]
+    failures = [
+        f"- {s['domain']} {s['snapshot']} {s['step']}: {s['error'] or 'failed'}"
+        for s in summary["steps"]
+        if s["status"] == "failed"
+    ]
+    stepped = defaultdict(list)
+    for s in summary["steps"]:
+        if s["status"] == "failed" and s.get("error"):
+            stepped[s["domain"]].append(s["error"])
+    for d in summary["domains"]:
+        # A domain can fail outside its steps (a gold report that does not validate, a bad folder);
+        # a step's failure, which ends its domain, is listed once.
+        said = any(d["error"].startswith(e) for e in stepped[d["domain"]])
+        if d["status"] != "ok" and not said:
+            failures.append(f"- {d['domain']}: {d['error'] or 'failed'}")
+    if failures:
+        lines += ["", f"## Failures ({len(failures)})", "", *failures]
     return "\n".join(lines) + "\n"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 import os
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pyarrow.parquet as pq
 from flows.build import config_digest, report_row
 from flows.ground import ROOT, code_version
 from schemas.config import FrameConfig
-from schemas.structure import structure_json
+from schemas.release_rows import fact_columns, metadata_columns, structure_columns, unsupported_list
 from tasks.errors import FrameInputError
 from tasks.ground.load import load_grounding_set
 from tasks.instances import category_stats, make_instances
@@ -60,7 +59,8 @@ def checked_inputs(data_dir: Path, domain: str, snapshot: str) -> dict[str, str]
 def release_tables(
     results: list[dict], data_dir: Path
 ) -> tuple[dict[str, list[dict]], list[dict], dict[str, str]]:
-    """The release's tables, its source files and the manifest digest of every input folder."""
+    """The release's tables (rows of the current schemas.release schemas; the writer fills the snapshot
+    date columns), its source files and the manifest digest of every input folder."""
     tables: dict[str, list[dict]] = {
         k: [] for k in ("instances", "grounding_documents", "reports", "structures", "facts")
     }
@@ -76,6 +76,8 @@ def release_tables(
             inputs.update(checked_inputs(data_dir, dom["domain"], t))
             gpath = Path(data_dir) / "grounding" / dom["domain"] / t
             row = report_row(dom, snap)
+            if "unsupported_json" in row:  # flows.build.report_row gives the numbers as JSON text
+                row["unsupported"] = unsupported_list(row.pop("unsupported_json"))
             reports[t] = row
             tables["reports"].append(row)
             structure = snap["structure"]
@@ -85,14 +87,9 @@ def release_tables(
                     "domain": dom["domain"],
                     "snapshot": t,
                     "form_restricted": structure.form_restricted,
-                    "structure_json": structure_json(structure),
                     "backend": row["backend"],
                     "model": row["model"],
-                    "prompt_hashes_json": json.dumps(
-                        sorted(
-                            {p.role: p.prompt_sha256 for p in structure.provenance if p.prompt_sha256}.items()
-                        )
-                    ),
+                    **structure_columns(structure),
                 }
             )
             gset = load_grounding_set(gpath, with_facts=False)
@@ -112,12 +109,12 @@ def release_tables(
                         "source_sha256": d.source_sha256,
                         "source_kind": d.source_kind,
                         "markdown": gset.texts[d.doc_id],
-                        "metadata_json": json.dumps(d.metadata, sort_keys=True, default=str),
+                        **metadata_columns(d.metadata),
                     }
                 )
             if (gpath / "facts.parquet").is_file():  # filings only; its manifest says whether it belongs
                 for f in pq.read_table(gpath / "facts.parquet").to_pylist():
-                    tables["facts"].append({"domain": dom["domain"], "snapshot": t, **f})
+                    tables["facts"].append({"domain": dom["domain"], "snapshot": t, **fact_columns(f)})
             for raw in snap["ground"]["raw"]:
                 # portable: a URL, or the path relative to the mirror folder (never a machine path)
                 sources[raw["location"]] = raw["sha256"]
@@ -128,10 +125,17 @@ def release_tables(
 
 
 def publish(
-    cfg: FrameConfig, results: list[dict], name: str, version: str, previous: Path | None = None
+    cfg: FrameConfig,
+    results: list[dict],
+    name: str,
+    version: str,
+    previous: Path | None = None,
+    *,
+    allow_identical: bool = False,
 ) -> tuple[Path, list[dict]]:
     """Write release `name` `version`; with `previous` (a release folder) its card gets a "Changes"
-    section: `frame release diff previous new`."""
+    section: `frame release diff previous new`. FrameInputError (IdenticalReleaseError) when its tables
+    equal the previous version's, unless `allow_identical`."""
     tables, sources, inputs = release_tables(results, Path(cfg.build.data_dir))
     reports = {r["report_id"]: r for r in tables["reports"]}
     gsets: dict[str, list[dict]] = {}
@@ -151,18 +155,26 @@ def publish(
         "sources": sources,
     }
     notes = {"limits": _limits(backends)}
+    instances = tables["instances"]
 
     def card(m, staged: Path) -> str:
         if previous is None:
-            return render_card(m, stats, notes)
+            return render_card(m, stats, notes, instances=instances)
         from tasks.release.diff import diff_releases, format_diff_markdown
 
         changes = format_diff_markdown(diff_releases(previous, staged, b_manifest=m))
-        return render_card(m, stats, {**notes, "changes": changes})
+        return render_card(m, stats, {**notes, "changes": changes}, instances=instances)
 
     extra = {INPUTS_FILE: inputs_json(inputs)}  # its sha256 is in manifest.json: `verify --deep` reads it
     path = write_release(
-        Path(cfg.build.data_dir) / "releases", name, version, tables, manifest, card, extra_files=extra
+        Path(cfg.build.data_dir) / "releases",
+        name,
+        version,
+        tables,
+        manifest,
+        card,
+        extra_files=extra,
+        allow_identical=allow_identical,
     )
     return path, stats
 
@@ -189,20 +201,25 @@ def build_and_publish(
     refresh: list[str] | None = None,
     runner=None,
     previous: Path | None = None,
+    allow_identical: bool = False,
 ) -> dict:
     """Build `names` and write the release, holding the data folder's build lock throughout.
 
     `runner(cfg, names, refresh) -> results` runs the build flow (default `flows.build.run_build`;
     the CLI passes one that shows a progress bar). Returns {"results", "failed", "path", "stats"};
     "path" is None when a domain failed and `allow_partial` is off (no release is written then).
+    A version whose tables equal the previous version's raises IdenticalReleaseError (a FrameInputError:
+    one line, exit 2) unless `allow_identical`.
     """
     from flows.build import run_build
     from tasks.locks import data_folder_lock
 
     with data_folder_lock(cfg.build.data_dir, cfg.run.lock_timeout_s):
-        results = (runner or run_build)(cfg, names, refresh or [])
+        results = (runner or run_build)(cfg, names, refresh or [], release=release, version=version)
         failed = [r for r in results if r["status"] != "ok"]
         if failed and not allow_partial:
             return {"results": results, "failed": failed, "path": None, "stats": []}
-        path, stats = publish(cfg, results, release, version, previous=previous)
+        path, stats = publish(
+            cfg, results, release, version, previous=previous, allow_identical=allow_identical
+        )
     return {"results": results, "failed": failed, "path": path, "stats": stats}

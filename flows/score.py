@@ -7,20 +7,26 @@ recomputes only what changed or failed. The families themselves live in tasks.sc
 
 from __future__ import annotations
 
-import hashlib
-import os
 import threading
 from pathlib import Path
 from typing import Any
 
-from prefect import flow, get_run_logger, task
+from prefect import flow, get_run_logger
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows.caching import PUBLIC_INPUTS, STABLE
 from flows.generate import generate_for_scoring, systems_for
+from flows.score_tasks import (
+    GOLD,
+    cache_dir,
+    compare_task,
+    embed_task,
+    judge_env,
+    prepare_task,
+    score_task,
+    sha,
+)
 from schemas.config import LLMSettings, RunSettings
 from schemas.scoring import MetricResult, ScoreSettings
-from tasks.errors import FrameInputError
 from tasks.generate.runs import (
     load_release_inputs,
 )
@@ -32,105 +38,10 @@ from tasks.score.outputs import ScoreRun, release_id, scores_folder, write_outpu
 
 __all__ = ["GOLD", "PROGRESS", "instance_seed", "release_id", "score_release", "score_release_flow"]
 
-GOLD = "gold"  # pseudo-system: the gold report Y scored against itself / G (the ceiling)
 
 # Progress for the CLI bar (the flow runs in a worker thread): tasks done / total.
 PROGRESS: dict[str, int] = {"done": 0, "total": 0}
 _PROGRESS_LOCK = threading.Lock()
-_ENVS: dict[str, JudgeEnv] = {}
-_ENVS_LOCK = threading.Lock()
-
-
-def sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def judge_env(
-    settings: ScoreSettings, llm: LLMSettings | None, embed_llm: LLMSettings | None = None
-) -> JudgeEnv:
-    """One env per settings in this process: its embedder and client are shared by every family."""
-    env = JudgeEnv(settings, llm, _cache_dir(), embed_llm)
-    with _ENVS_LOCK:
-        return _ENVS.setdefault(env.key(), env)
-
-
-def _cache_dir() -> Path:
-    return Path(os.environ.get("FRAME_CACHE_DIR") or "data/cache")
-
-
-# ---------------------------------------------------------------- Prefect tasks
-
-
-@task(name="score", cache_policy=STABLE, persist_result=True)
-def score_task(
-    family: str,
-    release: str,
-    instance_id: str,
-    system: str,
-    digests: dict,
-    settings: ScoreSettings,
-    llm: dict,
-    code: str,
-    _inputs: Inputs | None = None,
-    _llm: LLMSettings | None = None,
-    _embed_llm: LLMSettings | None = None,
-) -> list[dict]:
-    """One metric family for one (instance, system). `_inputs` is the data `digests` names (the cache key
-    holds the digests), so an edit of any text the family reads invalidates it."""
-    fam = registry.build(family, judge_env(settings, _llm, _embed_llm))
-    if _inputs is None or type(fam).input_digests(_inputs) != digests:
-        raise FrameInputError(f"{instance_id} ({system})", "report text changed while scoring")
-    results = fam.score(_inputs)
-    get_run_logger().info(
-        "%s %s %s: %s", instance_id, system, family, ", ".join(f"{r.metric}={r.value}" for r in results)
-    )
-    return [r.model_dump(mode="json") for r in results]
-
-
-@task(name="prepare", cache_policy=STABLE, persist_result=True)
-def prepare_task(
-    family: str,
-    release: str,
-    instance_id: str,
-    gold_sha: str,
-    settings: ScoreSettings,
-    llm: dict,
-    code: str,
-    _gold: str = "",
-    _llm: LLMSettings | None = None,
-    _embed_llm: LLMSettings | None = None,
-) -> dict:
-    """A family's per-instance preparation from the gold report (e.g. the scaffold), for every system."""
-    if sha(_gold) != gold_sha:
-        raise FrameInputError(instance_id, "gold report changed while scoring")
-    prepared = registry.build(family, judge_env(settings, _llm, _embed_llm)).prepare(_gold)
-    get_run_logger().info("%s %s: prepared", instance_id, family)
-    return prepared
-
-
-@task(name="compare", cache_policy=STABLE, persist_result=True)
-def compare_task(
-    family: str,
-    release: str,
-    instance_id: str,
-    digests: dict,
-    settings: ScoreSettings,
-    llm: dict,
-    code: str,
-    _texts: dict | None = None,
-    _llm: LLMSettings | None = None,
-    _embed_llm: LLMSettings | None = None,
-) -> list[dict]:
-    """A comparison family's judgment of every system of one instance (`_texts`: gold + reports)."""
-    texts = dict(_texts or {})  # a copy: the caller's dict stays intact for a retry
-    gold = texts.pop(GOLD)
-    return registry.build(family, judge_env(settings, _llm, _embed_llm)).compare(instance_id, gold, texts, {})
-
-
-_KEY = PUBLIC_INPUTS
-score_task = score_task.with_options(cache_policy=_KEY)
-prepare_task = prepare_task.with_options(cache_policy=_KEY)
-compare_task = compare_task.with_options(cache_policy=_KEY)
 
 
 def _advance() -> None:
@@ -176,7 +87,7 @@ def score_release(
 
     if not isinstance(systems, dict):
         names = list(systems)
-        made = systems_for([n for n in names if n != GOLD], None, llm, _cache_dir())
+        made = systems_for([n for n in names if n != GOLD], None, llm, cache_dir())
         systems = {n: made.get(n) for n in names}  # gold -> None, in the order given
     flow_on_runner = score_release_flow.with_options(task_runner=make_task_runner(run or RunSettings()))
     return flow_on_runner(release, systems, settings, llm, out_dir, metrics, embed_llm)
@@ -256,13 +167,23 @@ class _Job:
         self.rel, self.records, self.systems, self.env, self.llm = rel, records, systems, env, llm
         self.gold = {r["instance_id"]: str(r["target_markdown"]) for r in records}
         self.settings = env.settings
-        self.judge_llm = env.identity() if env.uses_llm else {}
+        # the resolved embedder (MiniLM fp32 or bf16, say) keys every task: one never serves the other
+        self.judge_llm = {**(env.identity() if env.uses_llm else {}), "embedder": env.embedder}
 
     def _submit(self, task_: Any, family: str, instance_id: str, *keys: Any, **data: Any) -> Any:
         """Submit `task_` with the run's common key parts (release, settings, endpoint, family code)."""
         code = registry.code_digest(family)
         args = (family, str(self.rel), instance_id, *keys, self.settings, self.judge_llm, code)
-        return task_.submit(*args, _llm=self.llm, _embed_llm=self.env.embed_llm, **data)
+        wait_for = data.pop("wait_for", None)
+        return task_.submit(*args, _llm=self.llm, _embed_llm=self.env.embed_llm, wait_for=wait_for, **data)
+
+    def _embed_ahead(self, family: str, inputs: list[Inputs]) -> Any:
+        """The embed task of `family` over `inputs` (None when the family embeds nothing)."""
+        if not inputs or not registry.build(family, self.env).embeds_ahead():
+            return None
+        cls = registry.family(family)
+        digests = [[x.instance_id, cls.input_digests(x)] for x in inputs]
+        return self._submit(embed_task, family, "*", digests, _inputs=inputs)
 
     def prepare(self, family: str, failures: list[str]) -> dict[str, dict]:
         futures = [
@@ -272,7 +193,7 @@ class _Job:
         return {iid: p for iid, p in out.items() if p is not None}
 
     def score(self, families, generated, prepared, failures) -> list[tuple[dict, str, MetricResult]]:
-        futures = []
+        todo: list[tuple[dict, str, str, Inputs]] = []
         for inst in self.records:
             iid = inst["instance_id"]
             seed = instance_seed(self.settings.seed, iid)
@@ -282,11 +203,19 @@ class _Job:
                 for family in families:
                     cls = registry.family(family)
                     available = available_inputs(self.rel, inst, prepared.get(family, {}).get(iid))
-                    inputs = cls.inputs(iid, generated[system][iid], seed, **available)
-                    fut = self._submit(
-                        score_task, family, iid, system, cls.input_digests(inputs), _inputs=inputs
+                    todo.append(
+                        (inst, system, family, cls.inputs(iid, generated[system][iid], seed, **available))
                     )
-                    futures.append((inst, system, family, fut))
+        # each family's texts are embedded ahead in one batch (a cached task: a rerun skips it)
+        ahead = {f: self._embed_ahead(f, [x[3] for x in todo if x[2] == f]) for f in families}
+        futures = []
+        for inst, system, family, inputs in todo:
+            digests = registry.family(family).input_digests(inputs)
+            wait = [ahead[family]] if ahead[family] is not None else None
+            fut = self._submit(
+                score_task, family, inst["instance_id"], system, digests, _inputs=inputs, wait_for=wait
+            )
+            futures.append((inst, system, family, fut))
         results = []
         for inst, system, family, fut in futures:
             rows = _outcome(fut, f"{inst['instance_id']} {system} {family}", failures)

@@ -21,3 +21,30 @@ def refresh_keys(domain: EdgarDomain | ArxivDomain, snapshot: str, step: str) ->
         for later in snaps[snaps.index(snapshot) + 1 :]:
             keys += [f"{domain.name}|{later}|{s}" for s in SYNTH_STEPS]
     return keys
+
+
+# Prefect run names: "fill · aapl-10q · 2024-06-29". A run's name is for people reading the UI and the
+# log; the cache keys (flows.caching) use the task's name, its source and its inputs, never the run name.
+RUN_NAME_SEP = " · "
+
+
+def run_name(*parts: object) -> str:
+    """A literal Prefect task/flow run name from its parts (step, domain, snapshot, ...; empty parts
+    left out). Prefect formats a string run name with the call's parameters (`str.format`): braces are
+    doubled so that a name is always taken literally."""
+    text = RUN_NAME_SEP.join(str(p) for p in parts if p not in (None, ""))
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def run_name_template(step: str, *params: str) -> str:
+    """A Prefect `task_run_name` template naming `step` and the values of the task's parameters
+    `params`: run_name_template("score", "family", "system", "instance_id") ->
+    "score · {family} · {system} · {instance_id}"."""
+    return RUN_NAME_SEP.join([step.replace("{", "{{").replace("}", "}}"), *(f"{{{p}}}" for p in params)])
+
+
+def snapshot_span(snapshots: list[str] | tuple[str, ...]) -> str:
+    """The snapshots of a domain-level run in one name part: "W1", "W1..W3"."""
+    if not snapshots:
+        return ""
+    return snapshots[0] if len(snapshots) == 1 else f"{snapshots[0]}..{snapshots[-1]}"

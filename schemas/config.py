@@ -17,6 +17,20 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from tasks.errors import ConfigError
 
 Category = Literal["financial_quarterly", "financial_annual", "academic_simple", "academic_complex"]
+# The order and display labels of the categories, used everywhere a category is shown (release card,
+# leaderboard, diagnostic report), so one name means one thing.
+CATEGORY_ORDER: tuple[str, ...] = (
+    "financial_quarterly",
+    "financial_annual",
+    "academic_simple",
+    "academic_complex",
+)
+CATEGORY_LABELS: dict[str, str] = {
+    "financial_quarterly": "Financial, quarterly (10-Q)",
+    "financial_annual": "Financial, annual (10-K)",
+    "academic_simple": "Academic, simple",
+    "academic_complex": "Academic, complex",
+}
 Form = Literal["10-Q", "10-K"]
 
 # Names end up in paths and ids: keep them to a safe slug so nothing can escape the data folder.
@@ -369,6 +383,68 @@ def _field_path(loc: tuple) -> str:
     return "".join(parts)
 
 
+def _members(annotations: list[Any]) -> list[Any]:
+    """The annotations through Annotated and unions (Optional included), None dropped."""
+    import types
+    import typing
+
+    out: list[Any] = []
+    for ann in annotations:
+        origin = typing.get_origin(ann)
+        if origin is Annotated:
+            out += _members([typing.get_args(ann)[0]])
+        elif origin in (typing.Union, types.UnionType):
+            out += _members(list(typing.get_args(ann)))
+        elif ann is not type(None):
+            out.append(ann)
+    return out
+
+
+def model_at(root: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
+    """The model whose keys are valid at `loc` (a table of the file, as pydantic's error loc gives it),
+    through lists, dicts, optional tables and tagged unions (whose tag pydantic puts in `loc`)."""
+    import typing
+
+    def is_model(a: Any) -> bool:
+        return isinstance(a, type) and issubclass(a, BaseModel)
+
+    def tags(m: type[BaseModel]) -> tuple:
+        kind = m.model_fields.get("kind")
+        return typing.get_args(kind.annotation) if kind is not None else ()
+
+    anns: list[Any] = [root]
+    for item in loc:
+        members = _members(anns)
+        models = [m for m in members if is_model(m)]
+        picked = [m for m in models if item in tags(m)]
+        if len(models) > 1 and picked:  # a tagged union: the item is the tag, not a key of the file
+            anns = picked
+            continue
+        nxt: list[Any] = []
+        for ann in members:
+            origin, args = typing.get_origin(ann), typing.get_args(ann)
+            if isinstance(item, int) and origin in (list, tuple) and args:
+                nxt.append(args[0])
+            elif origin is dict and len(args) == 2:
+                nxt.append(args[1])
+            elif is_model(ann) and item in ann.model_fields:
+                nxt.append(ann.model_fields[item].annotation)
+        anns = nxt
+    models = [a for a in _members(anns) if isinstance(a, type) and issubclass(a, BaseModel)]
+    return models[0] if len(models) == 1 else None
+
+
+def unknown_key(root: type[BaseModel], loc: tuple) -> str:
+    """ "unknown key 'categroy' (did you mean 'category'?)" for the extra key at the end of `loc`."""
+    import difflib
+
+    key = str(loc[-1])
+    model = model_at(root, loc[:-1])
+    keys = [f.alias or name for name, f in model.model_fields.items()] if model is not None else []
+    close = difflib.get_close_matches(key, keys, n=1)
+    return f"unknown key {key!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+
+
 def read_toml(path: Path) -> dict[str, Any]:
     """The parsed TOML file; a one-line ConfigError when it is missing or not TOML."""
     if not path.is_file():
@@ -386,11 +462,19 @@ def load_config(path: str | Path) -> FrameConfig:
     try:
         cfg = FrameConfig.model_validate(raw)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = _field_path(tuple(err["loc"])) or "(top level)"
-        msg = err["msg"].removeprefix("Value error, ")
-        more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise ConfigError(path, f"field {field}: {msg}{more}") from None
+        errors = exc.errors()
+        # An unknown key is usually a typo, and the cause of the others (the real key is "missing"): it
+        # comes first, with the key it was probably meant to be.
+        err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+        loc = tuple(err["loc"])
+        more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+        if err["type"] == "extra_forbidden":
+            field = _field_path(loc[:-1])
+            problem = (f"field {field}: " if field else "") + unknown_key(FrameConfig, loc)
+        else:
+            field = _field_path(loc) or "(top level)"
+            problem = f"field {field}: " + err["msg"].removeprefix("Value error, ")
+        raise ConfigError(path, problem + more) from None
     base = path.resolve().parent
     updates = {}
     if not cfg.build.data_dir.is_absolute():

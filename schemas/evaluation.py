@@ -10,7 +10,6 @@ reports: the generation cache key (never an API key or an env var's value).
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import re
 import shlex
@@ -26,7 +25,15 @@ from pydantic import (
     model_validator,
 )
 
-from schemas.config import BuildSettings, LLMSettings, ModelPrice, RunSettings, _Strict, read_toml
+from schemas.config import (
+    BuildSettings,
+    LLMSettings,
+    ModelPrice,
+    RunSettings,
+    _Strict,
+    read_toml,
+    unknown_key,
+)
 from schemas.evolve import EvolveSettings
 from schemas.scoring import ScoreSettings
 from tasks.errors import ConfigError
@@ -260,6 +267,8 @@ class EmbedderRole(_Strict):
     model: str | None = None
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
+    # MiniLM only: "auto" = bf16 where the CPU has bf16 instructions (docs/metrics/embeddings.md)
+    precision: Literal["auto", "fp32", "bf16"] | None = None
 
     @field_validator("api_key_env")
     @classmethod
@@ -357,6 +366,8 @@ class EvalConfig(_Strict):
             "judge": "openai" if self.judge_settings() is not None else "offline",
             "embedder": self.embedder_name(),
         }
+        if self.embedder is not None and self.embedder.precision is not None:
+            values["embed_precision"] = self.embedder.precision
         values.update(self.score.model_dump(exclude={"metrics"}, exclude_none=True))
         values.update({k: v for k, v in overrides.items() if v is not None})
         return ScoreSettings(**values)
@@ -372,29 +383,10 @@ def _field_path(loc: tuple) -> str:
     return ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in parts).replace(".[", "[")
 
 
-def _model_at(loc: tuple) -> type[BaseModel] | None:
-    """The model whose keys are valid at `loc` (a table of the file), for "did you mean"."""
-    if not loc:
-        return EvalConfig
-    if loc[0] == "systems" and len(loc) == 3:
-        return SYSTEM_KINDS.get(str(loc[2]))
-    if loc[0] == "prices" and len(loc) == 2:
-        return ModelPrice
-    field = EvalConfig.model_fields.get(str(loc[0]))
-    if len(loc) == 1 and field is not None:
-        for arg in (field.annotation, *get_args(field.annotation)):
-            if isinstance(arg, type) and issubclass(arg, BaseModel):
-                return arg
-    return None
-
-
 def _message(err: dict) -> str:
     kind, loc = err["type"], tuple(err["loc"])
     if kind == "extra_forbidden":
-        key = str(loc[-1])
-        model = _model_at(loc[:-1])
-        close = difflib.get_close_matches(key, list(model.model_fields), n=1) if model else []
-        return f"unknown key {key!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+        return unknown_key(EvalConfig, loc)
     kinds = ", ".join(SYSTEM_KINDS)
     if kind == "union_tag_not_found":
         return f"kind is missing (one of {kinds})"

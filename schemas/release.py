@@ -2,13 +2,17 @@
 
 Every table of a release is defined once here. `tasks/release/write.py` casts and validates rows
 against `TABLE_SCHEMAS`, sorts them by `TABLE_KEYS` and writes `<table>.parquet`; `verify.py` checks
-the files against the same schemas; `diff.py` matches rows across releases by the same keys.
+the files against the schemas of the release's `schema_version`; `diff.py` matches rows across releases
+by the same keys; `schemas/release_rows.py` turns build objects into rows and rows back into objects.
 
 Identifiers:
 - report_id and grounding_set_id are "<domain>/<snapshot>";
 - instance_id is "<category>/<domain>/<t_sample>-><t_target>" (SPEC §1), an instance being
   (S, G, Y) = (R_t, D_t+1, R_t+1): its sample report is the snapshot t_sample, its grounding set and
   target report are the snapshot t_target.
+
+Schema versions: 1 (no `schema_version` in manifest.json) held nested values as JSON text and dates as
+text; 2 uses Arrow structs, lists and date32. Old releases stay readable (`TABLE_SCHEMAS_V1`).
 """
 
 from __future__ import annotations
@@ -16,12 +20,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from datetime import datetime
+from datetime import date, datetime
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-from schemas.facts import FACTS_SCHEMA
 
 SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$")
 """X.Y.Z with an optional pre-release part (1.0.0-rc.1); build metadata (+...) is not accepted."""
@@ -41,6 +43,85 @@ def release_id_problems(name: str, version: str) -> list[tuple[str, str]]:
     return out
 
 
+# ---------------------------------------------------------------- schema version 2 (current)
+# Nested values are Arrow structs and lists, dates are date32; JSON text is kept only where the shape
+# is open (document metadata keys no column names). Version 1 (below) held them as JSON strings.
+
+RELEASE_SCHEMA_VERSION = 2
+"""Bumped whenever a table's columns change; manifest.json records it (absent: version 1)."""
+
+STRUCTURE_NODE = pa.struct(
+    [
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("parent_id", pa.string()),  # null for a top-level section
+        pa.field("depth", pa.int32(), nullable=False),  # 0 for a top-level section
+        pa.field("type", pa.string(), nullable=False),  # section | subsection | text | table | figure | list
+        pa.field("title", pa.string()),
+        pa.field("objective", pa.string()),
+        pa.field("questions", pa.list_(pa.string())),
+        pa.field("sources", pa.list_(pa.string())),  # doc_ids of G
+    ]
+)
+PROVENANCE = pa.struct(
+    [
+        pa.field("backend", pa.string(), nullable=False),
+        pa.field("model", pa.string(), nullable=False),
+        pa.field("role", pa.string(), nullable=False),
+        pa.field("prompt_sha256", pa.string()),
+        pa.field("calls", pa.int64()),
+        pa.field("prompt_tokens", pa.int64()),
+        pa.field("completion_tokens", pa.int64()),
+    ]
+)
+PROMPT_HASH = pa.struct(
+    [pa.field("role", pa.string(), nullable=False), pa.field("prompt_sha256", pa.string(), nullable=False)]
+)
+UNSUPPORTED_NUMBER = pa.struct(
+    [
+        pa.field("number", pa.string(), nullable=False),  # as displayed in the report
+        pa.field("node_id", pa.string()),  # the structure element it was written for
+        pa.field("context", pa.string()),
+    ]
+)
+DIMENSION = pa.struct(
+    [pa.field("axis", pa.string(), nullable=False), pa.field("member", pa.string(), nullable=False)]
+)
+# The metadata keys the grounding step always writes (EDGAR sections, arXiv papers), typed; any other key
+# (or a value of another type) goes to metadata_extra_json. `schemas.release_rows` converts both ways.
+DOCUMENT_METADATA = pa.struct(
+    [
+        # EDGAR: one section of a filing
+        pa.field("form", pa.string()),
+        pa.field("company", pa.string()),
+        pa.field("period_end", pa.string()),  # as the filing's cover states it; snapshot_date is the ISO date
+        pa.field("order", pa.int64()),  # position of the section in the filing
+        pa.field("section_type", pa.string()),  # cover | item | statement | auditor-report | note | ...
+        pa.field("part", pa.int64()),
+        pa.field("item", pa.string()),
+        pa.field("items_covered", pa.list_(pa.string())),
+        pa.field("source_span", pa.list_(pa.int64())),  # [first, end) block of the cleaned filing
+        # arXiv: one paper
+        pa.field("arxiv_id", pa.string()),
+        pa.field("arxiv_id_source", pa.string()),
+        pa.field("title", pa.string()),
+        pa.field("authors", pa.list_(pa.string())),
+        pa.field("first_version_date", pa.string()),  # as arXiv gives it: a day or only a month
+        pa.field("license", pa.string()),
+        pa.field("source_name", pa.string()),
+        pa.field("subtitle", pa.string()),
+        pa.field("keywords", pa.string()),
+        pa.field("sections", pa.int64()),
+        pa.field("equations", pa.int64()),
+        pa.field("references", pa.int64()),
+    ]
+)
+
+
+def _items(t: pa.DataType) -> pa.DataType:
+    """A list whose items are never null."""
+    return pa.list_(pa.field("item", t, nullable=False))
+
+
 INSTANCES_SCHEMA = pa.schema(
     [
         pa.field("instance_id", pa.string(), nullable=False),  # financial_quarterly/AAPL-10-Q/t1->t2
@@ -48,6 +129,8 @@ INSTANCES_SCHEMA = pa.schema(
         pa.field("domain", pa.string(), nullable=False),
         pa.field("t_sample", pa.string(), nullable=False),  # snapshot of S
         pa.field("t_target", pa.string(), nullable=False),  # snapshot of G and Y
+        pa.field("t_sample_date", pa.date32()),  # t_sample as a date when it is one (filings), else null
+        pa.field("t_target_date", pa.date32()),
         pa.field("sample_report_id", pa.string(), nullable=False),  # -> reports.report_id
         pa.field("target_report_id", pa.string(), nullable=False),  # -> reports.report_id
         pa.field("grounding_set_id", pa.string(), nullable=False),  # -> grounding_documents
@@ -62,6 +145,7 @@ GROUNDING_DOCUMENTS_SCHEMA = pa.schema(
         pa.field("grounding_set_id", pa.string(), nullable=False),  # "<domain>/<snapshot>"
         pa.field("domain", pa.string(), nullable=False),
         pa.field("snapshot", pa.string(), nullable=False),
+        pa.field("snapshot_date", pa.date32()),  # the snapshot as a date (a filing's period end), else null
         pa.field("doc_id", pa.string(), nullable=False),
         pa.field("title", pa.string()),
         pa.field("kind", pa.string()),  # prose | table | mixed
@@ -71,7 +155,8 @@ GROUNDING_DOCUMENTS_SCHEMA = pa.schema(
         pa.field("source_sha256", pa.string()),
         pa.field("source_kind", pa.string()),  # edgar | arxiv
         pa.field("markdown", pa.string(), nullable=False),
-        pa.field("metadata_json", pa.string()),  # JSON object
+        pa.field("metadata", DOCUMENT_METADATA),
+        pa.field("metadata_extra_json", pa.string()),  # JSON object of the other metadata keys; null: none
     ]
 )
 
@@ -81,6 +166,7 @@ REPORTS_SCHEMA = pa.schema(
         pa.field("domain", pa.string(), nullable=False),
         pa.field("category", pa.string(), nullable=False),
         pa.field("snapshot", pa.string(), nullable=False),
+        pa.field("snapshot_date", pa.date32()),
         pa.field("markdown", pa.string(), nullable=False),  # the gold report R_t
         pa.field("outline", pa.string()),  # the Markdown template it was filled from
         pa.field("tokens", pa.int64()),
@@ -92,7 +178,7 @@ REPORTS_SCHEMA = pa.schema(
         pa.field("numbers_total", pa.int32()),
         pa.field("numbers_supported", pa.int32()),
         pa.field("support_rate", pa.float64()),
-        pa.field("unsupported_json", pa.string()),  # JSON list of unsupported numbers
+        pa.field("unsupported", _items(UNSUPPORTED_NUMBER)),  # the numbers G does not support
         pa.field("placeholders_left", pa.int32()),
         pa.field("skeleton_equal", pa.bool_()),
     ]
@@ -103,17 +189,41 @@ STRUCTURES_SCHEMA = pa.schema(
         pa.field("report_id", pa.string(), nullable=False),
         pa.field("domain", pa.string(), nullable=False),
         pa.field("snapshot", pa.string(), nullable=False),
+        pa.field("snapshot_date", pa.date32()),
         pa.field("form_restricted", pa.bool_()),
-        pa.field("structure_json", pa.string(), nullable=False),  # schemas.structure tree as JSON
+        pa.field("title", pa.string(), nullable=False),
+        # the schemas.structure tree, flattened in document order (pre-order): parent_id rebuilds it
+        pa.field("nodes", _items(STRUCTURE_NODE), nullable=False),
+        pa.field("provenance", _items(PROVENANCE)),  # one entry per LLM role / offline step
         pa.field("backend", pa.string()),
         pa.field("model", pa.string()),
-        pa.field("prompt_hashes_json", pa.string()),  # JSON object role -> prompt sha256
+        pa.field("prompt_hashes", _items(PROMPT_HASH)),  # role -> prompt sha256, sorted by role
     ]
 )
 
 RELEASE_FACTS_SCHEMA = pa.schema(
-    [pa.field("domain", pa.string(), nullable=False), pa.field("snapshot", pa.string(), nullable=False)]
-    + list(FACTS_SCHEMA)
+    [
+        pa.field("domain", pa.string(), nullable=False),
+        pa.field("snapshot", pa.string(), nullable=False),
+        pa.field("snapshot_date", pa.date32()),
+        pa.field("fact_id", pa.string()),  # the element's id attribute ("" when absent)
+        pa.field("concept", pa.string(), nullable=False),  # e.g. us-gaap:Revenues
+        pa.field("fact_type", pa.string(), nullable=False),  # nonFraction | nonNumeric
+        pa.field("context_id", pa.string()),
+        pa.field("period_start", pa.date32()),  # a duration's start and end; null for an instant
+        pa.field("period_end", pa.date32()),
+        pa.field("period_instant", pa.date32()),
+        pa.field("dimensions", _items(DIMENSION)),  # sorted by axis; empty when none
+        pa.field("unit", pa.string()),  # e.g. iso4217:USD, iso4217:USD/xbrli:shares
+        pa.field("decimals", pa.int32()),  # null when absent or INF
+        pa.field("decimals_inf", pa.bool_(), nullable=False),  # decimals="INF": the value is exact
+        pa.field("scale", pa.int32()),
+        pa.field("sign", pa.string()),  # "-" when the displayed value is negated
+        pa.field("format", pa.string()),
+        pa.field("displayed_text", pa.string(), nullable=False),  # what the reader sees
+        pa.field("value", pa.float64()),  # numeric value after format, scale and sign
+        pa.field("hidden", pa.bool_(), nullable=False),  # inside ix:hidden (not displayed)
+    ]
 )
 
 STATS_SCHEMA = pa.schema(
@@ -147,6 +257,91 @@ TABLE_SCHEMAS: dict[str, pa.Schema] = {
     "stats": STATS_SCHEMA,
 }
 
+# Date columns derived from a snapshot column of the same row (the writer fills them, verify checks them).
+SNAPSHOT_DATES: dict[str, dict[str, str]] = {
+    "instances": {"t_sample_date": "t_sample", "t_target_date": "t_target"},
+    "grounding_documents": {"snapshot_date": "snapshot"},
+    "reports": {"snapshot_date": "snapshot"},
+    "structures": {"snapshot_date": "snapshot"},
+    "facts": {"snapshot_date": "snapshot"},
+}
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def snapshot_date(snapshot: str | None) -> date | None:
+    """A snapshot that is an ISO date (a filing's period end) as a date; None for a window label."""
+    if not isinstance(snapshot, str) or not _ISO_DATE.fullmatch(snapshot):
+        return None
+    try:
+        return date.fromisoformat(snapshot)
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------- schema version 1 (read only)
+# Releases written before the schema version was recorded: nested values as JSON text, dates as text.
+# Kept so that verify, diff and the readers still accept them (tasks/release/read.py upgrades them).
+
+
+TABLE_SCHEMAS_V1: dict[str, pa.Schema] = {
+    "instances": pa.schema([f for f in INSTANCES_SCHEMA if f.name not in ("t_sample_date", "t_target_date")]),
+    "grounding_documents": pa.schema(
+        [
+            f
+            for f in GROUNDING_DOCUMENTS_SCHEMA
+            if f.name not in ("snapshot_date", "metadata", "metadata_extra_json")
+        ]
+        + [pa.field("metadata_json", pa.string())]
+    ),
+    "reports": pa.schema(
+        [
+            pa.field("unsupported_json", pa.string()) if f.name == "unsupported" else f
+            for f in REPORTS_SCHEMA
+            if f.name != "snapshot_date"
+        ]
+    ),
+    "structures": pa.schema(
+        [
+            pa.field("report_id", pa.string(), nullable=False),
+            pa.field("domain", pa.string(), nullable=False),
+            pa.field("snapshot", pa.string(), nullable=False),
+            pa.field("form_restricted", pa.bool_()),
+            pa.field("structure_json", pa.string(), nullable=False),  # the tree as indented JSON
+            pa.field("backend", pa.string()),
+            pa.field("model", pa.string()),
+            pa.field("prompt_hashes_json", pa.string()),  # JSON list of [role, prompt sha256]
+        ]
+    ),
+    "facts": pa.schema(
+        [
+            pa.field("domain", pa.string(), nullable=False),
+            pa.field("snapshot", pa.string(), nullable=False),
+            pa.field("fact_id", pa.string()),
+            pa.field("concept", pa.string(), nullable=False),
+            pa.field("fact_type", pa.string(), nullable=False),
+            pa.field("context_id", pa.string()),
+            pa.field("period_start", pa.string()),
+            pa.field("period_end", pa.string()),
+            pa.field("period_instant", pa.string()),
+            pa.field("dimensions", pa.string()),  # JSON object {axis: member}
+            pa.field("unit", pa.string()),
+            pa.field("decimals", pa.string()),  # an integer or "INF"
+            pa.field("scale", pa.int32()),
+            pa.field("sign", pa.string()),
+            pa.field("format", pa.string()),
+            pa.field("displayed_text", pa.string(), nullable=False),
+            pa.field("value", pa.float64()),
+            pa.field("hidden", pa.bool_(), nullable=False),
+        ]
+    ),
+    "stats": STATS_SCHEMA,
+}
+
+SCHEMAS_BY_VERSION: dict[int, dict[str, pa.Schema]] = {
+    1: TABLE_SCHEMAS_V1,
+    RELEASE_SCHEMA_VERSION: TABLE_SCHEMAS,
+}
+
 TABLE_KEYS: dict[str, tuple[str, ...]] = {
     "instances": ("instance_id",),
     "grounding_documents": ("grounding_set_id", "doc_id"),
@@ -160,6 +355,19 @@ TABLE_KEYS: dict[str, tuple[str, ...]] = {
 
 UNIQUE_KEY_TABLES = frozenset({"instances", "grounding_documents", "reports", "structures", "stats"})
 REQUIRED_TABLES = ("instances", "grounding_documents", "reports")
+
+
+def semver_key(version: str) -> tuple:
+    """Sort key of a semver version by SemVer precedence (a pre-release sorts before its release)."""
+    m = SEMVER.fullmatch(version)
+    if m is None:
+        raise ValueError(f"{version!r} is not semver X.Y.Z")
+    core = tuple(int(g) for g in m.groups()[:3])
+    pre = m.group(4)
+    if pre is None:
+        return (*core, 1, ())
+    idents = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pre[1:].split("."))
+    return (*core, 0, idents)
 
 
 def schema_fingerprint(schema: pa.Schema) -> str:
@@ -221,6 +429,9 @@ class ReleaseManifest(BaseModel):
     backends: list[BackendModel] = Field(default_factory=list)
     sources: list[SourceFile] = Field(default_factory=list)
     writer: str = Field(default="", description="parquet writer, e.g. 'pyarrow 26.0.1'")
+    schema_version: int = Field(
+        default=1, ge=1, description="version of the table schemas (absent in releases of version 1)"
+    )
     tables: dict[str, TableEntry] = Field(default_factory=dict)
     files: dict[str, str] = Field(
         default_factory=dict, description="relative path -> sha256 of every file except manifest.json"

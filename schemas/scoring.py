@@ -93,6 +93,8 @@ class ScoreSettings(BaseModel):
 
     judge: Literal["offline", "openai"] = "offline"  # coverage + faithfulness judges
     embedder: str = "minilm"  # "minilm" (local all-MiniLM-L6-v2) or "openai:<embedding model>"
+    # MiniLM forward pass: "auto" = $FRAME_EMBED_PRECISION, else bf16 where the CPU has bf16 instructions
+    embed_precision: Literal["auto", "fp32", "bf16"] = "auto"
     tree: Literal["deterministic", "llm"] = "deterministic"  # structure trees of both reports
     max_items: int = Field(default=100, ge=1)  # sampled units / claims per report (paper: 100)
     seed: int = 0  # base seed: per-instance sampling seeds and bootstrap seeds derive from it

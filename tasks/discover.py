@@ -24,7 +24,7 @@ import requests
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from schemas.config import ArxivDomain, ArxivWindow, EdgarDomain, FrameConfig
-from schemas.release import SEMVER
+from schemas.release import SEMVER, semver_key
 from tasks.errors import ConfigError, FrameInputError
 from tasks.fetch.edgar import SUBMISSIONS_URL, USER_AGENT_PROBLEM
 from tasks.fetch.mirror import company_filings, read_arxiv_manifest, select_papers
@@ -290,16 +290,10 @@ def _discover_arxiv(cfg: FrameConfig, domain: ArxivDomain, known: list[str], tod
 
 
 def _semver_key(version: str) -> tuple:
-    m = SEMVER.match(version)
-    if m is None:
-        raise FrameInputError("release version", f"{version!r} is not semver X.Y.Z")
-    core = tuple(int(g) for g in m.groups()[:3])
-    pre = m.group(4)
-    if pre is None:
-        return (*core, 1, ())
-    # SemVer precedence: a pre-release sorts before its release; numeric identifiers before alphanumeric.
-    idents = tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pre[1:].split("."))
-    return (*core, 0, idents)
+    try:
+        return semver_key(version)
+    except ValueError:
+        raise FrameInputError("release version", f"{version!r} is not semver X.Y.Z") from None
 
 
 def latest_release(releases_dir: Path, name: str) -> Path | None:

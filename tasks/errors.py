@@ -16,6 +16,9 @@ class FrameInputError(Exception):
         self.problem = problem
         super().__init__(f"{self.where}: {problem}")
 
+    def __reduce__(self):  # a failure shipped back from a Dask worker unpickles with its message
+        return (type(self), (self.where, self.problem))
+
 
 class ConfigError(FrameInputError):
     """A config file field is missing or invalid."""

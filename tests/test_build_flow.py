@@ -83,7 +83,7 @@ def test_release_is_complete_and_verifies(built):
     reports = pq.read_table(rel / "reports.parquet").to_pandas()
     assert len(reports) == 4
     # Offline gold reports: every number supported, no placeholder left, skeleton equal to the outline.
-    assert (reports.support_rate == 1.0).all(), reports[["report_id", "unsupported_json"]]
+    assert (reports.support_rate == 1.0).all(), reports[["report_id", "unsupported"]]
     assert (reports.placeholders_left == 0).all() and reports.skeleton_equal.all()
     assert reports.backend.eq("offline").all()
     assert not reports.markdown.str.contains("<!-- FILL").any()
@@ -126,7 +126,9 @@ def test_rerun_recomputes_one_step_and_its_dependents(built):
     ]
     fresh = [ln for ln in done if "Completed()" in ln]
     assert (
-        len(fresh) == 2 and any("fill-" in ln for ln in fresh) and any("validate-" in ln for ln in fresh)
+        len(fresh) == 2
+        and any("Task run 'fill · NVDA-10-Q · 2023-07-30'" in ln for ln in fresh)
+        and any("Task run 'validate · NVDA-10-Q · 2023-07-30'" in ln for ln in fresh)
     ), fresh
 
 

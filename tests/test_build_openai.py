@@ -34,6 +34,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from schemas.release_rows import structure_from_row
 from tasks.llm.prompts import load_prompt
 from tests.conftest import CORPUS, SMALL_DOMAINS
 from tests.llm_server import LLMTestServer, Recorded, Reply, chat_reply, error
@@ -310,15 +311,15 @@ def broken(tmp_path_factory):
 
 
 def task_states(out: str) -> list[tuple[str, str]]:
-    """(task name without its run suffix, final state) of every 'Task run ... Finished' log line."""
-    pattern = re.compile(r"Task run '(.+)-[0-9a-z]+' - Finished in state (\w+)\(")
+    """(step: the run name up to its first ' · ', final state) of every 'Task run ... Finished' line."""
+    pattern = re.compile(r"Task run '([^'·]+?)(?: · [^']*)?' - Finished in state (\w+)\(")
     return [(m.group(1), m.group(2)) for m in pattern.finditer(out)]
 
 
 def structure_of(release: Path, report_id: str) -> dict:
     rows = pq.read_table(release / "structures.parquet").to_pylist()
     [row] = [r for r in rows if r["report_id"] == report_id]
-    return json.loads(row["structure_json"])
+    return structure_from_row(row).model_dump(mode="json")
 
 
 def expected_keys() -> set[tuple[str, str, str]]:

@@ -89,7 +89,11 @@ def test_good_config_resolves_paths_against_its_folder(tmp_path):
         (('mode = "mirror"\nmirror = "corpus"', 'mode = "mirror"'), "source", "mirror"),
         (('mode = "mirror"', 'mode = "ftp"'), "source.mode", ""),
         (('category = "academic_simple"', 'category = "financial_annual"'), "domains[1]", "academic"),
-        (('query = "cat:astro-ph.HE"', 'query = "cat:astro-ph.HE"\ncolour = "red"'), "domains[1].colour", ""),
+        (
+            ('query = "cat:astro-ph.HE"', 'query = "cat:astro-ph.HE"\ncolour = "red"'),
+            "domains[1]",
+            "key 'colour'",
+        ),
     ],
 )
 def test_bad_field_gives_one_line_naming_it(tmp_path, edit, field, words):
@@ -112,3 +116,43 @@ def test_not_toml_and_missing_file(tmp_path):
     dup = GOOD.replace('name = "gw"', 'name = "AAPL-10-Q"')
     with pytest.raises(ConfigError, match="unique"):
         load_config(write(tmp_path, dup))
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        # the typo comes first, not the "Field required" it causes for the key it was meant to be
+        (
+            ('category = "financial_quarterly"', 'categroy = "financial_quarterly"'),
+            "field domains[0]: unknown key 'categroy' (did you mean 'category'?) (+1 more)",
+        ),
+        (
+            ("papers_per_window = 3", "paper_per_window = 3"),
+            "field domains[1]: unknown key 'paper_per_window'",
+        ),
+        (('mode = "mirror"', 'mdoe = "mirror"'), "field source: unknown key 'mdoe' (did you mean 'mode'?)"),
+        (("[source]", "[sourc]"), "unknown key 'sourc' (did you mean 'source'?)"),
+        (
+            ("[source]", "[llm]\ntemprature = 0.5\n[source]"),
+            "field llm: unknown key 'temprature' (did you mean",
+        ),
+        (
+            ('label = "W1"', 'lable = "W1"'),
+            "field domains[1].windows[0]: unknown key 'lable' (did you mean 'label'?)",
+        ),
+        (
+            ("[source]", "[prices.m]\ninput_per_mtok = 1\noutput_per_mtk = 2\n[source]"),
+            "field prices.m: unknown key 'output_per_mtk' (did you mean 'output_per_mtok'?)",
+        ),
+        (("[source]", "[zzz]\n[source]"), "unknown key 'zzz'"),
+    ],
+)
+def test_an_unknown_key_is_said_first_with_the_key_it_was_meant_to_be(tmp_path, edit, expected):
+    old, new = edit
+    assert old in GOOD
+    path = write(tmp_path, GOOD.replace(old, new, 1))
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith(f"{path}: ")
+    assert msg.removeprefix(f"{path}: ").startswith(expected), msg

@@ -31,8 +31,9 @@ import pytest
 
 from schemas.config import LLMSettings, load_config
 from schemas.estimate import COUNTED, usd
+from schemas.release_rows import structure_from_row
 from schemas.scoring import ScoreSettings
-from schemas.structure import CONTAINERS, ReportStructure
+from schemas.structure import CONTAINERS
 from tasks.score.estimate import estimate_score
 from tasks.synthesize.estimate import estimate_build, message_tokens
 from tests.conftest import CORPUS, frame_env
@@ -111,9 +112,7 @@ class ReferenceResponder:
 
     def __init__(self, release: Path) -> None:
         rows = pq.read_table(release / "structures.parquet").to_pylist()
-        self.structures = {
-            r["report_id"]: ReportStructure.model_validate_json(r["structure_json"]) for r in rows
-        }
+        self.structures = {r["report_id"]: structure_from_row(r) for r in rows}
         self.errors: list[str] = []
 
     def reply(self, role: str, user: str) -> dict:

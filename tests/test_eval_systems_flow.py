@@ -83,7 +83,9 @@ tree = "llm"
 
 
 def states(stdout: str) -> Counter:
-    found = re.findall(r"Task run '(score|generate|prepare|compare)-[^']*' - Finished in state (\w+)", stdout)
+    found = re.findall(
+        r"Task run '(score|generate|prepare|compare) · [^']*' - Finished in state (\w+)", stdout
+    )
     return Counter(found)
 
 
@@ -143,7 +145,7 @@ def test_every_kind_of_system_in_one_scored_run(llm_server, tmp_path):
     }
     new = llm_server.chat_requests[calls:]
     assert [r.body["model"] for r in new if role_of(r) == "generate_one_shot"] == [MODELS["beta"]]
-    computed = re.findall(r"Task run 'score-[^']*' - \S+ (\S+) \w+: ", third.stdout)
+    computed = re.findall(r"Task run 'score · [^']*' - \S+ (\S+) \w+: ", third.stdout)
     assert set(computed) == {"beta"}, computed
 
 

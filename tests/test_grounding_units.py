@@ -114,3 +114,37 @@ def test_not_ixbrl_and_truncated_are_input_errors():
     data = _filing(_page(1, "Item 2. MD&amp;A"))
     with pytest.raises(FrameInputError, match="truncated"):
         clean_filing(data[: len(data) - 40], "cut.htm")
+
+
+def test_facts_table_is_exact_and_needs_no_pandas(tmp_path):
+    # `frame ground` should not pay pandas' import for the facts table; the table must equal what
+    # pyarrow builds from the Python values directly (floats, ints, booleans, nulls, non-ASCII text)
+    import subprocess
+    import sys
+    import textwrap
+
+    from tests.conftest import CORPUS, ROOT
+
+    filing = next(iter(sorted((CORPUS / "edgar").glob("*/10-Q/*.htm"))), None)
+    if filing is None:
+        pytest.skip("no EDGAR filing in the corpus")
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        import pyarrow as pa
+        from tasks.ground.documents import facts_table, ground_source
+        p = Path({str(filing)!r})
+        facts = ground_source(p.read_bytes(), p.name).facts
+        table = facts_table(facts)
+        assert "pandas" not in sys.modules, "facts_table imported pandas"
+        ref = pa.Table.from_pydict(
+            {{f.name: [getattr(x, f.name) for x in facts] for f in table.schema}}, schema=table.schema
+        )
+        assert table.num_rows > 100 and table.equals(ref)
+        assert facts_table([]).num_rows == 0
+        print("ok", table.num_rows)
+        """
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert res.returncode == 0 and res.stdout.startswith("ok"), res.stderr[-2000:]

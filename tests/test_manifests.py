@@ -262,7 +262,7 @@ def _rebuild(built: dict, version: str) -> tuple[Path, list[str], list[str]]:
     logger.addHandler(records)
     try:
         with contextlib.redirect_stderr(err):
-            out = build_and_publish(built["cfg"], [D], "small", version)
+            out = build_and_publish(built["cfg"], [D], "small", version, allow_identical=True)
     finally:
         logger.removeHandler(records)
     assert out["path"] is not None and not out["failed"], out["failed"]
@@ -401,3 +401,28 @@ def test_release_extra_files_are_listed_and_checked(tmp_path):
     assert verify_release(path).ok
     (path / "inputs.json").write_text('{"folders": {"grounding/x/y": "0"}}\n')
     assert verify_release(path).problems[0].startswith("inputs.json: sha256 mismatch")
+
+
+def test_cli_refuses_a_new_version_identical_to_the_last_unless_allowed(built):
+    """`frame build` of a new version with nothing changed: one line, exit 2, nothing written;
+    `--allow-identical` writes the copy."""
+    frame = str(Path(sys.executable).with_name("frame"))
+    config = built["data"].parent / "small.toml"
+    env = frame_env(built["data"].parent / "prefect-cli")
+    args = [frame, "build", "--config", str(config), "--release", "small", "--domain", D]
+    res = subprocess.run([*args, "--version", "1.0.1"], capture_output=True, text=True, env=env, timeout=900)
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert res.stderr.strip().splitlines()[-1] == (
+        "frame: error: release small 1.0.1: nothing changed since small 1.0.0: every table is identical, "
+        "so no new version was written (--allow-identical writes the copy anyway)"
+    )
+    assert not (built["data"] / "releases" / "small" / "1.0.1").exists()
+    res = subprocess.run(
+        [*args, "--version", "1.0.1", "--allow-identical"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert (built["data"] / "releases" / "small" / "1.0.1" / "manifest.json").is_file()

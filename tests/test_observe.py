@@ -63,7 +63,15 @@ def test_finish_run_expands_a_domain_served_from_cache_and_writes_latest(tmp_pat
     on_disk = json.loads((tmp_path / "runs" / "latest.json").read_text())
     assert on_disk == json.loads((tmp_path / "runs" / s["run_id"] / "run.json").read_text())
     md = markdown_table(s)
-    assert "| a | t1 | fill | ran |" in md and "- c: c: no such filing" in md
+    assert md.startswith("# frame build a, b, c: failed\n") and "- backend: openai, model `m`\n" in md
+    rows = [ln for ln in md.splitlines() if ln.startswith("| ") and not ln.startswith("| domain")]
+    assert [r.split(" | ")[:4] for r in rows] == [
+        ["| a", "built", "1", "1 / 0 / 0"],
+        ["| b", "cached", "2", "0 / 18 / 0"],  # steps folded: one row per domain
+        ["| c", "failed", "0", "0 / 0 / 0"],
+    ]
+    assert rows[0].split(" | ")[5] == "0.0030"  # 1000 tokens in at $3/Mtok, never clipped
+    assert md.split("## Failures (1)\n\n")[1] == "- c: c: no such filing\n"
     paper = finish_run(
         tmp_path,
         [{"status": "ok", "domain": "p", "kind": "arxiv", "cached": True, "snapshots": [{"snapshot": "W1"}]}],
@@ -158,4 +166,50 @@ def test_build_summary_becomes_a_markdown_artifact(prefect_harness, tmp_path):
             )
 
     arts = asyncio.run(read())
-    assert arts and arts[0].type == "markdown" and "# frame build ok" in arts[0].data
+    assert arts and arts[0].type == "markdown" and "# frame build (no domain): ok" in arts[0].data
+
+
+def test_artifact_names_the_release_and_folds_a_cached_build_and_its_failures(tmp_path):
+    start_run(tmp_path)
+    rec = StepRecorder(tmp_path, "a")
+    rec._write(line("fetch", "cached", domain="a"))
+    rec._write(line("fill", "failed", domain="a", error="fill: endpoint said 500"))
+    results = [
+        {"status": "failed", "domain": "a", "error": "fill: endpoint said 500"},  # the step's error
+        {"status": "ok", "domain": "b", "cached": True, "snapshots": [{"snapshot": "x"}]},
+    ]
+    s = finish_run(
+        tmp_path,
+        results,
+        kind="build",
+        model="offline",
+        backend="offline",
+        prices={},
+        wall_s=1.0,
+        release="demo",
+        version="0.1.0",
+    )
+    assert (s["release"], s["version"]) == ("demo", "0.1.0")
+    md = markdown_table(s)
+    assert md.startswith("# frame build demo 0.1.0: failed\n")
+    assert "- backend: offline\n" in md and "(offline)" not in md  # said once
+    # a failed step is listed once, with its snapshot, not again as its domain's error
+    assert md.split("## Failures (1)\n\n")[1] == "- a t1 fill: fill: endpoint said 500\n"
+
+    start_run(tmp_path)
+    cached = finish_run(
+        tmp_path,
+        results[1:],
+        kind="build",
+        model="offline",
+        backend="offline",
+        prices={},
+        wall_s=0.4,
+        release="demo",
+        version="0.1.1",
+    )
+    md = markdown_table(cached)
+    assert "- steps: all 9 steps cached (nothing computed)\n" in md
+    (row,) = [ln for ln in md.splitlines() if ln.startswith("| b ")]
+    assert row == "| b | cached | 1 | 0 / 9 / 0 | - | 0 | 0 | 0 / 0 |"
+    assert "Failures" not in md and "0.00" not in md

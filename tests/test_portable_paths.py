@@ -30,6 +30,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from schemas.release_rows import document_metadata
 from tests.conftest import CORPUS, ODD_MIRROR_DIR, frame_env
 
 pytestmark = pytest.mark.skipif(not (CORPUS / "edgar").is_dir(), reason="shared corpus not found")
@@ -183,7 +184,7 @@ def test_arxiv_documents_name_their_source_portably(demo):
     known = manifest_rows("arxiv")
     assert papers
     for d in papers:
-        meta = json.loads(d["metadata_json"])
+        meta = document_metadata(d)
         lines = [x for x in d["markdown"].splitlines() if x.startswith("- Source: ")]
         assert len(lines) == 1, d["doc_id"]
         m = re.fullmatch(r"- Source: (arxiv/[a-z0-9-]+/[\w.-]+\.html) \([a-z0-9-]+\)", lines[0])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import hashlib
 import json
 from pathlib import Path
@@ -12,19 +13,50 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from schemas.release import TABLE_SCHEMAS, ReleaseManifest, schema_fingerprint
+from schemas.release import TABLE_SCHEMAS, ReleaseManifest, schema_fingerprint, snapshot_date
+from schemas.release_rows import metadata_columns, structure_columns
+from schemas.structure import ReportStructure
 from tasks.errors import FrameInputError
 from tasks.release import write as write_mod
 from tasks.release.card import render_card
 from tasks.release.diff import diff_releases, format_diff_markdown
 from tasks.release.verify import verify_release
-from tasks.release.write import ReleaseExistsError, write_release
+from tasks.release.write import IdenticalReleaseError, ReleaseExistsError, write_release
 
 SHA = "ab" * 32
 CREATED = "2025-05-01T12:00:00+00:00"
 
 
+def _structure(domain: str, t: str, form_restricted: bool) -> ReportStructure:
+    return ReportStructure.model_validate(
+        {
+            "title": f"{domain} {t}",
+            "form_restricted": form_restricted,
+            "nodes": [
+                {
+                    "id": "s1",
+                    "type": "section",
+                    "title": "Overview",
+                    "questions": ["What was revenue?"],
+                    "children": [
+                        {"id": "s1.t1", "type": "text", "objective": "revenue", "sources": ["doc-0"]}
+                    ],
+                }
+            ],
+            "provenance": [
+                {
+                    "backend": "offline",
+                    "model": "extractive-v1",
+                    "role": "structure",
+                    "prompt_sha256": "ef" * 32,
+                }
+            ],
+        }
+    )
+
+
 def _domain(category: str, domain: str, snaps: list[str], docs_per_snap: int = 2) -> dict[str, list[dict]]:
+    """Rows of the current schema (the writer fills the snapshot date columns)."""
     reports, structures, docs, facts, instances = [], [], [], [], []
     for i, t in enumerate(snaps):
         md = f"# {domain} {t}\n\n## Overview\n\nRevenue was {100 + i} million.\n"
@@ -45,7 +77,7 @@ def _domain(category: str, domain: str, snaps: list[str], docs_per_snap: int = 2
                 "numbers_total": 1,
                 "numbers_supported": 1,
                 "support_rate": 1.0,
-                "unsupported_json": "[]",
+                "unsupported": [],
                 "placeholders_left": 0,
                 "skeleton_equal": True,
             }
@@ -56,10 +88,9 @@ def _domain(category: str, domain: str, snaps: list[str], docs_per_snap: int = 2
                 "domain": domain,
                 "snapshot": t,
                 "form_restricted": i > 0,
-                "structure_json": json.dumps({"id": "root", "children": []}),
                 "backend": "offline",
                 "model": "extractive-v1",
-                "prompt_hashes_json": "{}",
+                **structure_columns(_structure(domain, t, i > 0)),
             }
         )
         for j in range(docs_per_snap):
@@ -77,9 +108,11 @@ def _domain(category: str, domain: str, snaps: list[str], docs_per_snap: int = 2
                     "source_sha256": SHA,
                     "source_kind": "edgar",
                     "markdown": f"Revenue was {100 + i} million (doc {j}).",
-                    "metadata_json": "{}",
+                    **metadata_columns({"form": "10-Q", "order": j, "source_span": [j, j + 1]}),
                 }
             )
+        if snapshot_date(t) is None:  # an arXiv window: no facts
+            continue
         facts.append(
             {
                 "domain": domain,
@@ -90,10 +123,11 @@ def _domain(category: str, domain: str, snaps: list[str], docs_per_snap: int = 2
                 "context_id": "c1",
                 "period_start": None,
                 "period_end": None,
-                "period_instant": t,
-                "dimensions": "{}",
+                "period_instant": dt.date.fromisoformat(t),
+                "dimensions": [],
                 "unit": "iso4217:USD",
-                "decimals": "-6",
+                "decimals": -6,
+                "decimals_inf": False,
                 "scale": 6,
                 "sign": None,
                 "format": "ixt:num-dot-decimal",
@@ -294,6 +328,55 @@ def test_deterministic_bytes_across_roots_and_input_forms(tmp_path):
     assert files_a == files_b  # manifest.json included (same created_at)
 
 
+def test_snapshot_dates_are_computed_from_the_snapshots(tmp_path):
+    tables = make_tables()
+    tables["instances"][0]["t_sample_date"] = dt.date(2023, 7, 1)  # a correct value given is fine
+    path = write(tmp_path, tables)
+    inst = pq.read_table(path / "instances.parquet").to_pylist()[0]
+    assert (inst["t_sample"], inst["t_sample_date"]) == ("2023-07-01", dt.date(2023, 7, 1))
+    assert inst["t_target_date"] == dt.date(2024, 3, 30)
+    docs = pq.read_table(path / "grounding_documents.parquet").to_pylist()
+    assert {(d["snapshot"], d["snapshot_date"]) for d in docs} >= {("2023-07-01", dt.date(2023, 7, 1))}
+    gw = _domain("academic_simple", "gw", ["W1", "W2"])  # window labels are no dates
+    assert {r["snapshot"]: snapshot_date(r["snapshot"]) for r in gw["reports"]} == {"W1": None, "W2": None}
+
+
+def test_identical_new_version_is_refused_unless_allowed(tmp_path):
+    """A new version whose tables equal the previous version's is refused in one line (nothing changed),
+    even when the build differs (code version); --allow-identical writes it."""
+    write(tmp_path)
+    with pytest.raises(IdenticalReleaseError) as exc:
+        write(tmp_path, version="1.1.0", code_version="def5678")
+    assert issubclass(IdenticalReleaseError, FrameInputError)
+    assert str(exc.value) == (
+        "release frame-test 1.1.0: nothing changed since frame-test 1.0.0: every table is identical, so no "
+        "new version was written (--allow-identical writes the copy anyway)"
+    )
+    assert [p.name for p in (tmp_path / "frame-test").iterdir()] == ["1.0.0"]  # nothing, no temp folder
+    tables = make_tables()
+    copy_ = write_release(
+        tmp_path,
+        "frame-test",
+        "1.1.0",
+        tables,
+        manifest_fields(),
+        card(tables["stats"]),
+        allow_identical=True,
+    )
+    assert verify_release(copy_).ok
+    # compared with the previous version (the highest below), not with every version: 1.0.5 is below
+    # 1.1.0 but its previous is 1.0.0, whose tables it equals too
+    with pytest.raises(IdenticalReleaseError, match="since frame-test 1.0.0"):
+        write(tmp_path, version="1.0.5")
+    # an existing version rebuilt identically is returned as before; changed tables are a new version
+    assert write(tmp_path, version="1.1.0") == copy_
+    tables["reports"][0]["markdown"] += "More.\n"
+    tables["instances"][0]["sample_markdown"] = tables["reports"][0]["markdown"]
+    assert write(tmp_path, tables, version="1.2.0").name == "1.2.0"
+    assert write_mod.previous_version(tmp_path / "frame-test", "1.2.0-rc.1").name == "1.1.0"
+    assert write_mod.previous_version(tmp_path / "frame-test", "1.0.0") is None
+
+
 def test_created_at_defaults_to_now_utc(tmp_path):
     fields = manifest_fields()
     del fields["created_at"]
@@ -345,6 +428,17 @@ def test_failing_card_leaves_nothing(tmp_path):
         ("instances", "grounding_doc_ids", "doc-0"),  # a str is not a list of str
         ("instances", "sample_markdown", None),  # required
         ("facts", "scale", "6"),
+        # dates and nested values: pyarrow alone would convert these silently
+        ("facts", "period_instant", "2023-07-01"),  # text is not a date
+        ("facts", "period_instant", 19000),  # nor is a day number
+        ("facts", "period_instant", dt.datetime(2023, 7, 1, 12)),  # nor a point in time
+        ("facts", "dimensions", {"us-gaap:AxisA": "us-gaap:MemberB"}),  # a dict is not a list of pairs
+        ("facts", "decimals", "INF"),  # decimals_inf says INF
+        ("grounding_documents", "metadata", {"order": 5.5}),
+        ("grounding_documents", "metadata", {"not_a_field": "x"}),  # would be dropped
+        ("structures", "nodes", [{"id": "s1", "type": "section"}]),  # depth is required
+        ("reports", "unsupported", [None]),
+        ("instances", "t_sample_date", dt.date(1999, 1, 1)),  # not the date of t_sample
     ],
 )
 def test_bad_row_names_table_and_column(tmp_path, table, column, value):
@@ -364,7 +458,9 @@ def test_bad_tables_and_names(tmp_path):
 
     tables = make_tables()
     t = pa.Table.from_pylist(tables["reports"], schema=TABLE_SCHEMAS["reports"])
-    tables["reports"] = t.set_column(6, "tokens", pa.array(["x"] * t.num_rows))
+    tables["reports"] = t.set_column(
+        t.schema.get_field_index("tokens"), "tokens", pa.array(["x"] * t.num_rows)
+    )
     with pytest.raises(FrameInputError, match="'reports'.*'tokens'.*string"):
         write(tmp_path, tables)
 
@@ -530,8 +626,9 @@ def test_card_content(tmp_path):
         "## Changes",
         'pd.read_parquet("instances.parquet")',
         "SELECT * FROM 'instances.parquet';",
-        'load_dataset("parquet", data_files={"test": "instances.parquet"}, split="test")',
-        "  data_files: instances.parquet",
+        'load_dataset(release, "instances", split="test")',
+        "- config_name: instances\n  data_files:\n  - split: test\n"
+        "    path: instances.parquet\n  default: true",
     ):
         assert needle in text, needle
     assert text.index("Financial, quarterly") < text.index("Academic, simple")

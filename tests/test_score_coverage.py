@@ -297,7 +297,7 @@ def test_two_runs_are_identical(release, demo_scored):
     results = []
     for _ in range(2):
         judge = OfflineCoverageJudge(
-            make_embed_fn(CachedEmbedder(LocalMiniLM(), demo_scored["cache"])), LocalMiniLM.name
+            make_embed_fn(CachedEmbedder(LocalMiniLM(), demo_scored["cache"])), LocalMiniLM().name
         )
         results.append(
             coverage(inst["target_markdown"], generated, judge, max_items=SCORED_MAX_ITEMS, seed=seed)

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import base64
+import datetime as dt
 import json
 import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from bs4 import BeautifulSoup
 
+from schemas.config import CATEGORY_LABELS
 from tasks.errors import FrameInputError
 from tasks.score.diagnostic import SATURATED, render_index, render_system_reports, safe_name
-from tasks.score.leaderboard import OVERALL, bootstrap_ci, cell_seed
+from tasks.score.leaderboard import OVERALL, bootstrap_ci, cell_seed, primary_scores
+from tasks.score.plots import plot_metric_vs_buckets
 
 SYSTEMS = ("gold", "alpha", "beta")
 INSTANCES = [f"inst{i}" for i in range(6)]
@@ -175,6 +180,30 @@ def _build(root: Path) -> Path:
     return folder
 
 
+PLOTTED = ("structure", "coverage")
+
+
+def _add_plots(folder: Path) -> list[Path]:
+    """Trend plots of two metrics as `frame score` draws them (small, few resamples), listed in the
+    manifest as `frame score` lists them."""
+    scores = pd.read_parquet(folder / "scores.parquet")
+    features = pd.DataFrame(
+        {
+            "instance_id": INSTANCES,
+            "gold_tokens": [1500 * (i + 1) for i in range(6)],
+            "grounding_tokens": [9000 * (i + 1) for i in range(6)],
+            "gold_tables": [i % 3 for i in range(6)],
+        }
+    )
+    paths = plot_metric_vs_buckets(
+        scores, features, folder / "plots", metrics=list(PLOTTED), dpi=30, n_resamples=100
+    )
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    manifest["plots"] = [p.name for p in paths]
+    (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    return paths
+
+
 @pytest.fixture()
 def scores_dir(tmp_path: Path) -> Path:
     return _build(tmp_path)
@@ -182,8 +211,10 @@ def scores_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
-    """The synthetic folder rendered once with the defaults: (scores folder, paths written)."""
+    """The synthetic folder (with trend plots) rendered once with the defaults: (scores folder, paths
+    written)."""
     folder = _build(tmp_path_factory.mktemp("diag"))
+    _add_plots(folder)
     return folder, render_system_reports(folder)
 
 
@@ -300,7 +331,7 @@ def test_pairwise_and_worst_instances(rendered: tuple[Path, list[Path]]) -> None
     record = _rows(_section(alpha, "### Pairwise record"))
     assert record == [["`beta`", "3", "1", "1", "5", "0.70"]]
     worst = _rows(_section(alpha, "## Worst instances"))
-    assert worst[0][0] == "inst4"
+    assert worst[0][0] == "inst4" and worst[0][1] == CATEGORY_LABELS[CATEGORY["inst4"]]
     assert worst[0][4] == "0.050 vs 0.480 (`beta`)"  # coverage column
     assert len(worst) <= 5
 
@@ -326,3 +357,123 @@ def test_missing_or_bad_scores_raise_clear_errors(tmp_path: Path, scores_dir: Pa
     )
     with pytest.raises(FrameInputError, match=r"scores\.parquet: lacks column\(s\) value"):
         render_system_reports(scores_dir)
+
+
+# ------------------------------------------------------------------ index: order, dates, labels, plots
+
+
+def _soup(path: Path) -> BeautifulSoup:
+    return BeautifulSoup(path.read_text(encoding="utf-8"), "lxml")
+
+
+def test_index_html_embeds_the_plots_and_links_the_files(rendered: tuple[Path, list[Path]]) -> None:
+    folder, _ = rendered
+    report = folder / "report"
+    soup = _soup(report / "index.html")
+    heading = soup.find("h2", id="trend-plots")
+    assert heading is not None and heading.get_text() == "Trend plots"
+    imgs = soup.find_all("img")
+    assert len(imgs) == len(PLOTTED)
+    for img, metric in zip(imgs, PLOTTED, strict=True):
+        png = folder / "plots" / f"{metric}_vs_buckets.png"
+        src = img["src"]
+        assert src.startswith("data:image/png;base64,")
+        assert base64.b64decode(src.split(",", 1)[1]) == png.read_bytes()  # the file, embedded whole
+        link = img.find_parent("a")["href"]
+        assert link == f"../plots/{png.name}" and (report / link).resolve() == png.resolve()
+        assert img.find_previous("h3").get_text() == metric
+    # the Markdown page links the same files; a system page points to the index's plots
+    assert f"](../plots/{PLOTTED[0]}_vs_buckets.png)" in (report / "index.md").read_text(encoding="utf-8")
+    alpha = _soup(report / "alpha.html")
+    assert alpha.find("a", href="index.html#trend-plots") is not None and not alpha.find_all("img")
+    assert not (report / "plots").exists()  # pages inside the scores folder link its plots/, no copy
+
+
+def test_pages_name_no_absolute_path(rendered: tuple[Path, list[Path]]) -> None:
+    """The manifest holds an absolute release folder (older `frame score`): no page shows it, every
+    link is relative, and the release reads name/version."""
+    folder, written = rendered
+    root = str(folder.parents[2])
+    for page in written:
+        text = page.read_text(encoding="utf-8")
+        assert "/x/releases" not in text and root not in text and str(folder.resolve()) not in text, page
+        if page.suffix == ".html":
+            soup = BeautifulSoup(text, "lxml")
+            refs = [a["href"] for a in soup.find_all("a", href=True)] + [
+                i["src"] for i in soup.find_all("img")
+            ]
+            assert refs and all(
+                not r.startswith("/") and (r.startswith("data:image/png;base64,") or "://" not in r)
+                for r in refs
+            ), page
+            release = next(li for li in soup.find_all("li") if li.get_text().startswith("Release:"))
+            assert release.get_text() == "Release: toy/0.1.0"
+
+
+def test_pages_outside_the_scores_folder_get_their_own_plots(tmp_path: Path) -> None:
+    folder = _build(tmp_path / "data")
+    pngs = _add_plots(folder)
+    out = tmp_path / "pages"
+    render_index(folder, out)
+    soup = _soup(out / "index.html")
+    links = [img.find_parent("a")["href"] for img in soup.find_all("img")]
+    assert links == [f"plots/{p.name}" for p in pngs]  # never a path that climbs out of `out`
+    for link, png in zip(links, pngs, strict=True):
+        assert (out / link).read_bytes() == png.read_bytes()
+    for img, png in zip(soup.find_all("img"), pngs, strict=True):
+        assert base64.b64decode(img["src"].split(",", 1)[1]) == png.read_bytes()
+    # no plots folder: the section says so, nothing embedded
+    bare = _build(tmp_path / "bare")
+    render_index(bare)
+    assert "_No trend plots in the scores folder (plots/)._" in (bare / "report" / "index.md").read_text(
+        encoding="utf-8"
+    )
+    assert not _soup(bare / "report" / "index.html").find_all("img")
+
+
+def test_dates_are_real_timestamps(scores_dir: Path) -> None:
+    before = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    render_system_reports(scores_dir)
+    after = dt.datetime.now(dt.UTC)
+    for name in ("index", "alpha"):
+        text = (scores_dir / "report" / f"{name}.md").read_text(encoding="utf-8")
+        assert "- Scores computed: 2026-01-02T03:04:05Z\n" in text
+        stamp = re.search(r"^- Report generated: (\S+)$", text, re.M).group(1)
+        assert before <= dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")) <= after
+        assert "not recorded" not in text
+    # the manifest records no time: the time scores.parquet was written, said as such
+    manifest = json.loads((scores_dir / "manifest.json").read_text(encoding="utf-8"))
+    del manifest["generated_at"]
+    (scores_dir / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    render_index(scores_dir)
+    mtime = dt.datetime.fromtimestamp((scores_dir / "scores.parquet").stat().st_mtime, dt.UTC)
+    text = (scores_dir / "report" / "index.md").read_text(encoding="utf-8")
+    expected = mtime.replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    assert f"- Scores computed: {expected} (when scores.parquet was written" in text
+
+
+def test_category_labels_are_the_release_cards(rendered: tuple[Path, list[Path]]) -> None:
+    alpha = _page(rendered, "alpha")
+    header = [ln for ln in _section(alpha, "## Per category").splitlines() if ln.startswith("|")][0]
+    cells = [c.strip() for c in header.strip("|").split("|")]
+    assert cells == ["Metric", "Overall", "Financial, annual (10-K)", "Academic, simple"]
+    assert cells[2:] == [CATEGORY_LABELS["financial_annual"], CATEGORY_LABELS["academic_simple"]]
+    index = _page(rendered, "index")
+    assert "(2 categories: Financial, annual (10-K), Academic, simple)" in index
+    assert "financial_annual" not in alpha + index
+
+
+def test_index_lists_systems_in_leaderboard_order(scores_dir: Path) -> None:
+    """gold first, then by FRAME score (best first), whatever the manifest's or the names' order."""
+    df = pd.read_parquet(scores_dir / "scores.parquet")
+    df["system"] = df["system"].replace({"alpha": "zeta"})
+    df.to_parquet(scores_dir / "scores.parquet", index=False)
+    manifest = json.loads((scores_dir / "manifest.json").read_text(encoding="utf-8"))
+    manifest["systems"] = ["beta", "zeta", "gold"]
+    (scores_dir / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    render_index(scores_dir)
+    rows = _rows(_section(_page((scores_dir, []), "index"), "## Systems"))
+    assert [r[0] for r in rows] == ["[gold](gold.md)", "[zeta](zeta.md)", "[beta](beta.md)"]
+    ps = primary_scores(df, seed=0, n_resamples=500).set_index(["system", "scope"])
+    z = ps.loc[("zeta", OVERALL)]
+    assert rows[1][1] == f"{z['mean']:.3f} [{z['ci_low']:.3f}, {z['ci_high']:.3f}]"

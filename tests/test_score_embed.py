@@ -54,10 +54,11 @@ def test_cached_second_call_makes_no_inner_calls(tmp_path):
     second = emb.embed(list(reversed(texts)))
     assert len(inner.calls) == 1
     np.testing.assert_array_equal(second, first[::-1])
-    files = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*.npy"))
-    assert len(files) == 3
-    h = hashlib.sha256(b"alpha").hexdigest()
-    assert (tmp_path / "embeddings" / "fake_model_v1" / h[:2] / f"{h}.npy").is_file()
+    shards = sorted(tmp_path.rglob("*.npy"))  # one shard per batch of new vectors, not one file per text
+    assert shards == [emb.shard_of("alpha")] and emb.shard_of("beta") == shards[0]
+    assert shards[0].parent == tmp_path / "embeddings" / "fake_model_v1" / "shards"
+    rows = np.load(shards[0])
+    assert sorted(bytes(k) for k in rows["key"]) == sorted(hashlib.sha256(t.encode()).digest() for t in texts)
     assert not list(tmp_path.rglob("*.tmp"))
 
 
@@ -72,18 +73,78 @@ def test_cached_only_misses_go_inner_in_one_call_and_order_kept(tmp_path):
     assert emb.embed([]).shape == (0, 8)
 
 
-def test_cached_corrupted_file_is_recomputed(tmp_path):
+def _fresh(inner, root):
+    """A CachedEmbedder reading `root` as a new process would (the process-wide store forgotten)."""
+    from tasks.score import embed as E
+
+    E._STORES.clear()
+    return CachedEmbedder(inner, root)
+
+
+def test_cached_corrupted_shard_is_recomputed(tmp_path):
     inner = CountingFake()
     emb = CachedEmbedder(inner, tmp_path)
     good = emb.embed(["x", "y"])
-    emb.path_for("x").write_bytes(b"not an npy file")
-    np.save(emb.path_for("y"), np.zeros(3, dtype=np.float32))  # wrong dim
-    again = emb.embed(["x", "y"])
-    assert inner.calls[-1] == ["x", "y"]
+    emb.embed(["z"])
+    shard = emb.shard_of("x")
+    shard.write_bytes(b"not an npy file")
+    again_emb = _fresh(inner, tmp_path)
+    again = again_emb.embed(["x", "y", "z"])
+    assert inner.calls[-1] == ["x", "y"]  # only the texts of the bad shard
+    np.testing.assert_allclose(again, np.vstack([good, emb.embed(["z"])]), rtol=1e-6)
+    assert len(np.load(shard)) == 2  # removed, then written again (same texts: same shard name)
+    _fresh(inner, tmp_path).embed(["x", "y", "z"])
+    assert len(inner.calls) == 3
+
+
+def test_cached_shard_with_wrong_size_or_nan_rows(tmp_path):
+    inner = CountingFake()
+    emb = CachedEmbedder(inner, tmp_path)
+    good = emb.embed(["p", "q"])
+    shard = emb.shard_of("p")
+    rows = np.load(shard)
+    rows["vec"][0] = np.nan
+    np.save(shard, rows)
+    again = _fresh(inner, tmp_path).embed(["p", "q"])
+    assert inner.calls[-1] == ["p"]  # the NaN row only
     np.testing.assert_allclose(again, good, rtol=1e-6)
-    assert np.load(emb.path_for("x")).shape == (8,)
-    emb.embed(["x", "y"])
-    assert len(inner.calls) == 2
+    wrong = np.zeros(1, dtype=[("key", "S32"), ("vec", "<f4", (3,))])
+    wrong["key"][0] = hashlib.sha256(b"w").digest()
+    np.save(tmp_path / "embeddings" / "fake_model_v1" / "shards" / "foreign.npy", wrong)
+    _fresh(inner, tmp_path).embed(["w"])
+    assert inner.calls[-1] == ["w"]
+
+
+def test_threads_asking_for_the_same_texts_embed_them_once(tmp_path):
+    import threading
+
+    inner = CountingFake()
+    a, b = CachedEmbedder(inner, tmp_path), CachedEmbedder(inner, tmp_path)
+    texts = [f"t{i}" for i in range(50)]
+    outs: list = []
+    threads = [threading.Thread(target=lambda e=e: outs.append(e.embed(texts))) for e in (a, b, a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(len(c) for c in inner.calls) == 50
+    for out in outs[1:]:
+        np.testing.assert_array_equal(out, outs[0])
+
+
+def test_many_shards_are_merged(tmp_path):
+    from tasks.score import embed as E
+
+    inner = CountingFake()
+    emb = CachedEmbedder(inner, tmp_path)
+    for i in range(E.MAX_SHARDS + 5):
+        emb.embed([f"s{i}"])
+    root = tmp_path / "embeddings" / "fake_model_v1" / "shards"
+    assert 1 <= len(list(root.glob("*.npy"))) <= E.MAX_SHARDS  # merged on the way
+    fresh = _fresh(inner, tmp_path)
+    out = fresh.embed([f"s{i}" for i in range(E.MAX_SHARDS + 5)])
+    assert len(inner.calls) == E.MAX_SHARDS + 5  # all hits
+    np.testing.assert_array_equal(out[3], emb.embed(["s3"])[0])
 
 
 def test_make_embed_fn_with_fake(tmp_path):
@@ -158,7 +219,9 @@ def test_cached_minilm_roundtrip(minilm, tmp_path):
     assert wrapped.calls == 1
     np.testing.assert_array_equal(first, second)
     np.testing.assert_array_equal(first[0], first[2])
-    assert len(list((tmp_path / "embeddings" / "all-MiniLM-L6-v2_128").rglob("*.npy"))) == 2
+    assert len(list((tmp_path / "embeddings" / "all-MiniLM-L6-v2_128").rglob("*.npy"))) == 1  # one shard
+    np.testing.assert_array_equal(_fresh(wrapped, tmp_path).embed(texts), first)
+    assert wrapped.calls == 1
 
 
 def _tree(sections):
@@ -188,3 +251,50 @@ def test_structural_similarity_with_minilm(minilm, tmp_path):
     diff = structural_similarity(t1, t2, sim)
     assert same == pytest.approx(1.0, abs=1e-6)
     assert diff < 0.9
+
+
+# ---------------------------------------------------------------- precision
+
+
+def test_native_bf16_reads_the_cpu_flags():
+    from tasks.score.embed import native_bf16
+
+    assert native_bf16("processor : 0\nflags : fpu sse avx2 avx512f avx512_bf16 amx_tile\n")
+    assert native_bf16("flags\t\t: fpu amx_bf16 amx_tile\n")
+    assert not native_bf16("flags : fpu sse avx2 avx512f avx512bw\n")  # bf16 only emulated: stay fp32
+    assert not native_bf16("")
+
+
+def test_resolve_precision_setting_then_env_then_cpu(monkeypatch):
+    from tasks.errors import FrameInputError
+    from tasks.score import embed as E
+
+    monkeypatch.setenv("FRAME_EMBED_PRECISION", "bf16")
+    assert E.resolve_precision("fp32") == "fp32"  # an explicit setting wins
+    assert E.resolve_precision("auto") == "bf16"
+    monkeypatch.setenv("FRAME_EMBED_PRECISION", "fp16")
+    with pytest.raises(FrameInputError, match="FRAME_EMBED_PRECISION: must be one of auto, fp32, bf16"):
+        E.resolve_precision("auto")
+    monkeypatch.delenv("FRAME_EMBED_PRECISION")
+    monkeypatch.setattr(E, "native_bf16", lambda: False)
+    assert E.resolve_precision("auto") == "fp32"
+    monkeypatch.setattr(E, "native_bf16", lambda: True)
+    assert E.resolve_precision("auto") == "bf16"
+
+
+def test_bf16_is_its_own_embedder_close_to_fp32(minilm, tmp_path):
+    texts = [
+        "Net revenue rose 12% to $4.1 billion, driven by data-centre demand.",
+        "The telescope observed a transit of the hot Jupiter.",
+        "Cash and cash equivalents",
+    ]
+    bf16 = LocalMiniLM(precision="bf16")
+    assert bf16.name == "all-MiniLM-L6-v2@128+bf16" != minilm.name  # never shares cache or judge names
+    a, b = minilm.embed(texts), bf16.embed(texts)
+    assert np.abs(a - b).max() < 0.01 and (a * b).sum(axis=1).min() > 0.999
+    CachedEmbedder(bf16, tmp_path).embed(texts[:1])
+    CachedEmbedder(minilm, tmp_path).embed(texts[:1])
+    assert sorted(p.name for p in (tmp_path / "embeddings").iterdir()) == [
+        "all-MiniLM-L6-v2_128",
+        "all-MiniLM-L6-v2_128_bf16",
+    ]

@@ -96,10 +96,10 @@ def test_expected_gradient(scored):
 
 def test_rerun_recomputes_nothing(scored):
     out = scored["second"].stdout
-    states = re.findall(r"Task run '(score|generate|prepare)-[^']*' - Finished in state (\w+)", out)
+    states = re.findall(r"Task run '(score|generate|prepare) · [^']*' - Finished in state (\w+)", out)
     assert states, out[-2000:]
     assert {s for _, s in states} == {"Cached"}, [s for s in states if s[1] != "Cached"][:5]
-    first = re.findall(r"Task run 'score-[^']*' - Finished in state (\w+)", scored["first"].stdout)
+    first = re.findall(r"Task run 'score · [^']*' - Finished in state (\w+)", scored["first"].stdout)
     assert len(first) == len([s for s in states if s[0] == "score"])
 
 

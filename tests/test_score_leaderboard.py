@@ -12,9 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from schemas.config import CATEGORY_LABELS
 from tasks.score.leaderboard import (
     BOARD_COLUMNS,
     PAIRED_COLUMNS,
+    PRIMARY_COLUMNS,
     WIN_COLUMNS,
     bootstrap_ci,
     cell_seed,
@@ -25,13 +27,14 @@ from tasks.score.leaderboard import (
     paired_tests,
     paired_tests_csv,
     primary_metrics,
+    primary_scores,
     ranking,
     self_judged_notes,
     win_matrices,
     win_matrix,
     win_matrix_csv,
 )
-from tasks.score.plots import bucketize, plot_metric_vs_buckets, quantile_edges
+from tasks.score.plots import bucketize, metric_figures, plot_metric_vs_buckets, quantile_edges
 
 CATS = ("financial_quarterly", "financial_annual", "academic_simple", "academic_complex")
 METRICS = ("structure", "coverage", "faithfulness")
@@ -230,28 +233,32 @@ def test_markdown_bold_best_per_row():
     board = leaderboard(scores, n_resamples=300, seed=2)
     md = leaderboard_markdown(board)
     assert "percentile bootstrap" in md and "300 resamples" in md and "seed 2" in md
-    assert "Overall 16" in md and "Financial Qtr. 4" in md
+    # the category labels are the release card's (schemas.config.CATEGORY_LABELS)
+    assert "Overall 16" in md and f"{CATEGORY_LABELS['financial_quarterly']} 4" in md
     header, *body = _wide_table(md)
-    assert header == ["Metric", "Data", "alpha", "beta", "gamma\\|x"]
-    assert [r[1] for r in body[:5]] == [
-        "Overall",
-        "Financial Qtr.",
-        "Financial Ann.",
-        "Academic Simp.",
-        "Academic Comp.",
-    ]
-    assert [r[0] for r in body] == [x for m in METRICS for x in (m, "", "", "", "")]
+    # columns by FRAME score, best first (gamma|x has the largest offset), not alphabetically
+    primary = board.attrs["primary"]["rows"]
+    overall = {r["system"]: r["mean"] for r in primary if r["scope"] == "overall"}
+    best_first = sorted(overall, key=lambda s: -overall[s])
+    assert best_first[0] == "gamma|x"
+    assert header == ["Metric", "Data", *[s.replace("|", "\\|") for s in best_first]]
+    assert [r[1] for r in body[:5]] == ["Overall", *[CATEGORY_LABELS[c] for c in CATS]]
+    names = ["**FRAME score**", *METRICS]
+    assert [r[0] for r in body] == [x for m in names for x in (m, "", "", "", "")]
     scopes = ["overall", *CATS]
+    cells = pd.DataFrame(primary).assign(metric="frame_score")
     for k, r in enumerate(body):
-        metric, scope = METRICS[k // 5], scopes[k % 5]
-        sub = board[(board["metric"] == metric) & (board["scope"] == scope)].set_index("system")
+        metric, scope = ["frame_score", *METRICS][k // 5], scopes[k % 5]
+        table = cells if metric == "frame_score" else board
+        sub = table[(table["metric"] == metric) & (table["scope"] == scope)].set_index("system")
         bold = [name for name, cell in zip(header[2:], r[2:], strict=True) if cell.startswith("**")]
         assert bold == [str(sub["mean"].idxmax()).replace("|", "\\|")]
         for cell in r[2:]:
             assert re.fullmatch(r"\**\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]\**", cell)
-    # the requested column order is honoured, the others follow sorted
-    md2 = leaderboard_markdown(board, systems=["gamma|x", "alpha"])
-    assert _wide_table(md2)[0][2:] == ["gamma\\|x", "alpha", "beta"]
+    # the requested column order is honoured, the others follow by score
+    md2 = leaderboard_markdown(board, systems=["alpha"])
+    assert _wide_table(md2)[0][2:] == ["alpha", *[s.replace("|", "\\|") for s in best_first if s != "alpha"]]
+    assert "in the order asked for" in md2 and "in the order asked for" not in md
 
 
 def test_markdown_ties_bold_all():
@@ -326,34 +333,114 @@ def four():
     return {"scores": scores, "files": files, "paired": paired_tests(scores, seed=4)}
 
 
-def test_table6_layout_systems_as_columns_gold_last(four):
+def test_table6_layout_systems_as_columns_by_score(four):
     md = four["files"]["leaderboard.md"]
     header, *body = _wide_table(md)
+    # gold (the ceiling) first, then by FRAME score: gamma beats delta on one coverage instance
     assert header == [
         "Metric",
         "Data",
+        "gold _(ceiling)_",
         "alpha",
         "beta _(self-judged)_",
-        "delta",
         "gamma",
-        "gold _(reference)_",
+        "delta",
     ]
-    labels = ["structure", "coverage", "text_edit_distance (lower is better)"]
+    labels = ["**FRAME score**", "structure", "coverage", "text_edit_distance (lower is better)"]
     assert [r[0] for r in body] == [x for m in labels for x in (m, "", "")]
-    assert [r[1] for r in body] == ["Overall", "Financial Ann.", "Academic Simp."] * 3
+    cats = [CATEGORY_LABELS[c] for c in TWO_CATS]
+    assert [r[1] for r in body] == ["Overall", *cats] * 4
     board = leaderboard(four["scores"], seed=4, n_resamples=400).set_index(["system", "scope", "metric"])
     cell = board.loc[("gamma", "academic_simple", "structure")]
-    assert body[2][5] == f"{cell['mean']:.3f} [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]"
-    assert body[0][6] == "1.000 [1.000, 1.000]"  # gold: the ceiling, not bold
+    assert body[5][5] == f"{cell['mean']:.3f} [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]"
+    assert body[3][2] == "1.000 [1.000, 1.000]"  # gold: the ceiling, not bold
+    assert body[0][2] == "1.000 [1.000, 1.000]" and body[0][3].startswith("**")
     # beta lacks inst00 on coverage: its cells show their own n
-    assert body[3][3].endswith("(n=11)") and body[4][3].endswith("(n=5)") and "(n=" not in body[5][3]
-    # gold stays last even when asked first; the requested order of the others is kept
+    assert body[6][4].endswith("(n=11)") and body[7][4].endswith("(n=5)") and "(n=" not in body[8][4]
+    # gold stays first even when asked last; the requested order of the others is kept
     md2 = leaderboard_markdown(
-        leaderboard(four["scores"], n_resamples=100), systems=["gold", "gamma", "alpha"]
+        leaderboard(four["scores"], n_resamples=100), systems=["gamma", "alpha", "gold"]
     )
-    assert _wide_table(md2)[0][2:] == ["gamma", "alpha", "beta", "delta", "gold _(reference)_"]
+    assert _wide_table(md2)[0][2:] == ["gold _(ceiling)_", "gamma", "alpha", "beta", "delta"]
     assert "Judges: structure: openai:judge-model; coverage: openai:judge-model" in md
     assert "never ranked or bold" in md
+
+
+def test_title_order_and_reference_rows():
+    """The title names the release and what is scored; systems are ordered by the FRAME score (not by
+    name); the ceiling and the baselines are flagged and explained in a footnote."""
+    scores = make_four()
+    names = {"alpha": "zeta", "beta": "copy-sample", "gamma": "mid", "delta": "aardvark"}
+    scores["system"] = scores["system"].replace(names)
+    files = leaderboard_files(scores, seed=4, n_resamples=200, release="toy/0.1.0")
+    md = files["leaderboard.md"]
+    lines = md.splitlines()
+    assert lines[0] == "# Leaderboard: toy/0.1.0"
+    assert lines[2] == (
+        "Scored: 5 system(s) (4 ranked; reference rows: gold, copy-sample) on 12 instance(s) in 2 "
+        "categories, by 3 metric(s): structure, coverage, text_edit_distance."
+    )
+    header = _wide_table(md)[0]
+    assert header[2:] == ["gold _(ceiling)_", "zeta", "copy-sample _(baseline)_", "mid", "aardvark"]
+    caption = next(ln for ln in lines if ln.startswith("_Order:"))
+    assert "FRAME score" in caption and "mean of the system's structure and coverage means" in caption
+    assert "_ceiling: `gold` is the gold report scored against itself" in md
+    assert "_baseline: a builtin non-LLM reference system" in md
+    # the baselines a caller names (e.g. a builtin under another name) replace the defaults
+    md2 = leaderboard_files(scores, seed=4, n_resamples=200, baselines=["aardvark"])["leaderboard.md"]
+    assert _wide_table(md2)[0][2:] == [
+        "gold _(ceiling)_",
+        "zeta",
+        "copy-sample",
+        "mid",
+        "aardvark _(baseline)_",
+    ]
+    assert md2.splitlines()[0] == "# Leaderboard"
+    # only a lower-is-better metric scored: it orders the systems itself, lowest first, no composite row
+    ted = scores[scores["metric"] == "text_edit_distance"]
+    md3 = leaderboard_markdown(leaderboard(ted, n_resamples=100))
+    assert _wide_table(md3)[0][2:] == [
+        "gold _(ceiling)_",
+        "zeta",
+        "copy-sample _(baseline)_",
+        "aardvark",
+        "mid",
+    ]
+    assert (
+        "**FRAME score**" not in md3 and "by their Overall text_edit_distance (lower is better) mean" in md3
+    )
+    # a board read back from leaderboard.csv has no per-instance values: same order, no CI for the score
+    back = leaderboard_markdown(pd.read_csv(io.StringIO(files["leaderboard.csv"])))
+    assert _wide_table(back)[0] == header and "no CI (this board holds no per-instance values)" in back
+    assert _wide_table(back)[1][3] == _wide_table(md)[1][3].split(" [")[0] + "**"
+
+
+def test_primary_scores_mean_of_three_with_joint_ci():
+    scores = make_scores(n_inst=12)
+    ps = primary_scores(scores, seed=3, n_resamples=500)
+    assert list(ps.columns) == list(PRIMARY_COLUMNS)
+    assert ps.attrs["primary"]["metrics"] == list(METRICS) and ps.attrs["primary"]["label"] == "FRAME score"
+    means = scores.groupby(["system", "metric"])["value"].mean().groupby("system").mean()
+    ov = ps[ps["scope"] == "overall"].set_index("system")
+    assert np.allclose(ov["mean"], means[ov.index])
+    assert (ov["ci_low"] < ov["mean"]).all() and (ov["mean"] < ov["ci_high"]).all()
+    assert (ov["n"] == 12).all() and len(ps) == 3 * 5
+    # a system's score is its own: seeded per (system, scope), whatever else is scored
+    alone = primary_scores(scores[scores["system"] == "beta"], seed=3, n_resamples=500)
+    pd.testing.assert_frame_equal(alone, ps[ps["system"] == "beta"].reset_index(drop=True), check_like=True)
+    assert not np.allclose(primary_scores(scores, seed=4, n_resamples=500)["ci_low"], ps["ci_low"])
+    # the joint CI of a mean of three is narrower than the CI of any one of the three (noise averages)
+    board = leaderboard(scores, seed=3, n_resamples=500).set_index(["system", "scope", "metric"])
+    width = ov.loc["beta", "ci_high"] - ov.loc["beta", "ci_low"]
+    assert all(
+        width < board.loc[("beta", "overall", m), "ci_high"] - board.loc[("beta", "overall", m), "ci_low"]
+        for m in METRICS
+    )
+    # a metric with no defined value: no score, ordered last
+    scores.loc[(scores["system"] == "gamma") & (scores["metric"] == "coverage"), "value"] = np.nan
+    ps2 = primary_scores(scores, seed=3, n_resamples=100)
+    assert np.isnan(ps2.set_index(["system", "scope"]).loc[("gamma", "overall"), "mean"])
+    assert _wide_table(leaderboard_markdown(leaderboard(scores, n_resamples=100)))[0][-1] == "gamma"
 
 
 def test_table6_bold_respects_direction(four):
@@ -361,7 +448,7 @@ def test_table6_bold_respects_direction(four):
     for r in body:
         bold = [name for name, cell in zip(header[2:], r[2:], strict=True) if cell.startswith("**")]
         # alpha is best everywhere: highest quality, so the lowest text_edit_distance; gold (1.0 / 0.0)
-        # is better still but is a reference, never bold
+        # is better still but is the ceiling, never bold
         assert bold == ["alpha"], r
     # the bold follows the values, not the system: with text_edit_distance flipped (v -> 1 - v) alpha
     # has the highest distance and the tied delta and gamma the lowest, so both are bold
@@ -369,9 +456,10 @@ def test_table6_bold_respects_direction(four):
     ted = flipped["metric"] == "text_edit_distance"
     flipped.loc[ted, "value"] = 1.0 - flipped.loc[ted, "value"]
     header2, *body2 = _wide_table(leaderboard_markdown(leaderboard(flipped, n_resamples=100)))
-    for r in body2[6:]:
+    assert body2[9][0] == "text_edit_distance (lower is better)"
+    for r in body2[9:]:
         bold = [name for name, cell in zip(header2[2:], r[2:], strict=True) if cell.startswith("**")]
-        assert bold == ["delta", "gamma"], r
+        assert bold == ["gamma", "delta"], r
 
 
 def test_paired_tests_next_best(four):
@@ -513,8 +601,8 @@ def test_single_system_keeps_per_metric_tables():
     md = files["leaderboard.md"]
     for metric in FOUR_METRICS:
         rows = _table(md, metric)
-        assert rows[0] == ["System", "Overall", "Financial Ann.", "Academic Simp."]
-        assert [r[0] for r in rows[2:]] == ["alpha _(self-judged)_", "gold _(reference)_"]
+        assert rows[0] == ["System", "Overall", *[CATEGORY_LABELS[c] for c in TWO_CATS]]
+        assert [r[0] for r in rows[2:]] == ["gold _(ceiling)_", "alpha _(self-judged)_"]
         assert not any("**" in c for r in rows for c in r)  # nothing to rank against
     assert "### text_edit_distance (lower is better) (judge: deterministic)" in md
     assert "### Paired tests" not in md and "### Win matrix" not in md
@@ -566,7 +654,7 @@ def test_plots_written_valid_and_identical_on_rerun(tmp_path):
     for p in paths:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         h, w, _ = _png_shape(p)
-        assert (w, h) == (750, 230)  # figsize (15, 4.6) at dpi 50
+        assert (w, h) == (750, 260)  # figsize (15, 5.2) at dpi 50
     again = plot_metric_vs_buckets(scores, feats, tmp_path / "a", dpi=50)
     assert _digest(paths) == _digest(again)
     other_dir = plot_metric_vs_buckets(scores.sample(frac=1.0, random_state=1), feats, tmp_path / "b", dpi=50)
@@ -597,6 +685,38 @@ def test_plots_degenerate_inputs(tmp_path):
         "faithfulness_vs_buckets.png",
         "teds_table_vs_buckets.png",
     ]
-    assert all(_png_shape(p)[:2] == (184, 600) for p in paths)
+    assert all(_png_shape(p)[:2] == (208, 600) for p in paths)
     with pytest.raises(ValueError, match="features lacks"):
         plot_metric_vs_buckets(scores, feats.drop(columns=["gold_tables"]), tmp_path / "x")
+
+
+def test_plot_title_on_top_and_ci_bands():
+    """Each figure has its title above the panels and, per system, a band of the bootstrap CI of each
+    bucket's mean (the leaderboard's bootstrap_ci, seeded per system, feature bucket and metric)."""
+    from matplotlib.collections import PolyCollection
+
+    scores, feats = make_scores(systems=("alpha", "gold")), make_features()
+    figs = metric_figures(scores, feats, metrics=["coverage"], seed=3, n_resamples=300)
+    fig = figs["coverage"]
+    fig.canvas.draw()
+    title = fig._suptitle
+    assert title.get_text().startswith("coverage: mean per system") and "95% bootstrap CI" in title.get_text()
+    top = max(ax.get_position().y1 for ax in fig.axes)
+    assert title.get_window_extent().y0 > top * fig.bbox.height  # above every panel
+    ax = fig.axes[0]
+    bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    lines = [ln for ln in ax.get_lines() if ln.get_label() in ("alpha", "gold")]
+    assert len(bands) == 2 and [ln.get_label() for ln in lines] == ["alpha", "gold"]
+    # the first gold-length bucket of alpha: mean on the line, CI as the band's edges at x = 0
+    edges = quantile_edges(feats["gold_tokens"], max_buckets=5)
+    codes = bucketize(feats["gold_tokens"], edges).codes
+    ids = set(feats.loc[codes == 0, "instance_id"])
+    alpha = scores[(scores.system == "alpha") & (scores.metric == "coverage") & scores.instance_id.isin(ids)]
+    vals = alpha.sort_values("instance_id")["value"].to_numpy()
+    mean, low, high = bootstrap_ci(
+        vals, n_resamples=300, seed=cell_seed(3, "alpha", "gold_tokens#0", "coverage")
+    )
+    assert low < mean < high
+    assert lines[0].get_ydata()[0] == pytest.approx(mean)
+    ys_at_0 = [y for x, y in bands[0].get_paths()[0].vertices if abs(x) < 1e-9]
+    assert min(ys_at_0) == pytest.approx(low) and max(ys_at_0) == pytest.approx(high)

@@ -423,7 +423,7 @@ def test_score_every_family_over_openai_compatible_endpoint(llm_server, tmp_path
     assert second.returncode == 0, second.stderr[-3000:]
     assert len(llm_server.requests) == calls  # everything from cache: no request at all
     states = re.findall(
-        r"Task run '((?:score|generate|prepare|compare))-[^']*' - Finished in state (\w+)", second.stdout
+        r"Task run '((?:score|generate|prepare|compare)) · [^']*' - Finished in state (\w+)", second.stdout
     )
     assert {name for name, _ in states} == {"score", "generate", "prepare", "compare"}, states
     assert {state for _, state in states} == {"Cached"}

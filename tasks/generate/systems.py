@@ -12,6 +12,7 @@ A submission system must be `check`ed against the release's instance ids before 
 
 from __future__ import annotations
 
+import difflib
 import shutil
 import threading
 from collections.abc import Iterable, Mapping
@@ -265,11 +266,11 @@ def builtin_systems() -> dict[str, BuiltinSystem]:
     return {n: BuiltinSystem(kind="builtin", builtin=n) for n in BUILTIN_NAMES}  # type: ignore[arg-type]
 
 
-def legacy_one_shot(llm: LLMSettings) -> OpenAISystem:
+def legacy_one_shot(llm: LLMSettings, flag: str = "--systems") -> OpenAISystem:
     """The system `--systems one-shot` has always meant: the one-shot prompt on the [llm] endpoint."""
     if llm.backend != "openai" or not llm.base_url:
         raise FrameInputError(
-            "--systems",
+            flag,
             "one-shot needs an OpenAI-compatible endpoint: set FRAME_LLM_BACKEND=openai and "
             "FRAME_LLM_BASE_URL, [llm] in --config, or define the system in an evaluation config",
         )
@@ -278,28 +279,36 @@ def legacy_one_shot(llm: LLMSettings) -> OpenAISystem:
 
 
 def select_systems(
-    names: Iterable[str] | None, config: EvalConfig | None = None, *, llm: LLMSettings | None = None
+    names: Iterable[str] | None,
+    config: EvalConfig | None = None,
+    *,
+    llm: LLMSettings | None = None,
+    flag: str = "--systems",
+    exclude: Iterable[str] = (),
 ) -> dict[str, Any]:
     """{name: system config} for `--systems` (None: every system of the config). A name is a configured
-    system, else a builtin, else `one-shot` on the `llm` endpoint (the pre-config flag)."""
+    system, else a builtin, else `one-shot` on the `llm` endpoint (the pre-config flag). Errors name
+    `flag`, the option the user typed; an unknown name lists every valid one but `exclude`."""
     configured = dict(config.systems) if config is not None else {}
     if names is None:
         if not configured:
-            raise FrameInputError("--systems", "no systems: name them, or define [systems.NAME] in --config")
+            raise FrameInputError(flag, "no systems: name them, or define [systems.NAME] in --config")
         return configured
     chosen: dict[str, Any] = {}
     for name in names:
         if name in chosen:
-            raise FrameInputError("--systems", f"system {name!r} named twice")
+            raise FrameInputError(flag, f"system {name!r} named twice")
         if name in configured:
             chosen[name] = configured[name]
         elif name in BUILTIN_NAMES:
             chosen[name] = builtin_systems()[name]
         elif name == "one-shot":
-            chosen[name] = legacy_one_shot(llm or LLMSettings().resolved())
+            chosen[name] = legacy_one_shot(llm or LLMSettings().resolved(), flag)
         else:
-            known = sorted({*configured, *BUILTIN_NAMES})
-            raise FrameInputError("--systems", f"unknown system {name!r} (one of {', '.join(known)})")
+            known = sorted({*configured, *BUILTIN_NAMES, "one-shot"} - set(exclude))
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise FrameInputError(flag, f"unknown system {name!r} ({hint}one of {', '.join(known)})")
     return chosen
 
 

@@ -8,13 +8,16 @@ or a kill never leaves half a folder nor loses an earlier one.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 import pyarrow as pa
+import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from schemas.documents import GroundingDocument, doc_kind
@@ -187,8 +190,20 @@ def merge_grounded(parts: list[Grounded]) -> Grounded:
 
 
 def facts_table(facts: list[Fact]) -> pa.Table:
-    cols = {f.name: [getattr(x, f.name) for x in facts] for f in FACTS_SCHEMA}
-    return pa.Table.from_pydict(cols, schema=FACTS_SCHEMA)
+    """The facts as an Arrow table. Built through Arrow's JSON reader, not `Table.from_pydict`: building
+    arrays from Python lists makes pyarrow import pandas (~1 s of a `frame ground` run) to ask whether
+    they are pandas objects. JSON carries every value here exactly (floats as shortest round-trip
+    text); a non-finite float, which JSON cannot carry, takes the from_pydict path."""
+    names = [f.name for f in FACTS_SCHEMA]
+    rows = [{n: getattr(x, n) for n in names} for x in facts]
+    if not rows:
+        return FACTS_SCHEMA.empty_table()
+    if any(isinstance(v, float) and not math.isfinite(v) for r in rows for v in r.values()):
+        return pa.Table.from_pydict({n: [r[n] for r in rows] for n in names}, schema=FACTS_SCHEMA)
+    data = "\n".join(json.dumps(r, ensure_ascii=False, allow_nan=False) for r in rows).encode("utf-8")
+    opts = pa_json.ParseOptions(explicit_schema=FACTS_SCHEMA, unexpected_field_behavior="error")
+    table = pa_json.read_json(io.BytesIO(data), parse_options=opts)
+    return table.cast(FACTS_SCHEMA) if table.schema != FACTS_SCHEMA else table
 
 
 def check_output_folder(out_dir: Path) -> None:

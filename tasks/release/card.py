@@ -1,29 +1,27 @@
 """The dataset card (README.md) of a release (SPEC §6).
 
 The card is part of the release content, so it is deterministic: it never shows created_at (that is
-in manifest.json) and orders everything it lists.
+in manifest.json) and orders everything it lists. Its YAML header declares one config per table with
+one split, `test`, so `load_dataset(<folder or repo>, "<table>", split="test")` works; every code
+snippet of "How to load" runs as written from the release folder (tests/test_release_card.py runs them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from schemas.config import CATEGORY_LABELS, CATEGORY_ORDER
 from schemas.release import TABLE_KEYS, ReleaseManifest
 
-CATEGORY_ORDER = ("financial_quarterly", "financial_annual", "academic_simple", "academic_complex")
-CATEGORY_LABELS = {
-    "financial_quarterly": "Financial, quarterly (10-Q)",
-    "financial_annual": "Financial, annual (10-K)",
-    "academic_simple": "Academic, simple",
-    "academic_complex": "Academic, complex",
-}
 TABLE_DESCRIPTIONS = {
     "instances": "one row per instance (S, G, Y): sample and target report Markdown, grounding doc ids",
     "grounding_documents": "the grounding documents G, one row per Markdown document",
     "reports": "the gold reports R_t with their outline and validation results",
-    "structures": "the report structures (JSON trees) the gold reports were filled from",
-    "facts": "iXBRL facts of the filings: the ground truth for numeric checks",
+    "structures": "the report structures the gold reports were filled from (nodes in document order)",
+    "facts": "iXBRL facts of the filings (dated, with their dimensions): the ground truth for numbers",
     "stats": "per-category statistics (the table below)",
 }
 MEAN_COLUMNS = (
@@ -39,6 +37,9 @@ MEAN_COLUMNS = (
     ("y_tables_mean", "Y tables"),
 )
 MAX_COLUMNS = (("g_tokens_max", "G tokens"), ("s_tokens_max", "S tokens"), ("y_tokens_max", "Y tokens"))
+
+
+SPLIT = "test"  # the one split of every config: FRAME is an evaluation set
 
 
 def _cell(text: Any) -> str:
@@ -118,24 +119,82 @@ def _licenses(notes: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def domain_snapshots(instances: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """domain -> {"category", "snapshots" (sorted), "instances" (count)} from instances rows."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in instances:
+        d = out.setdefault(
+            str(r["domain"]), {"category": str(r["category"]), "snapshots": set(), "instances": 0}
+        )
+        d["snapshots"].update((str(r["t_sample"]), str(r["t_target"])))
+        d["instances"] += 1
+    return {k: {**v, "snapshots": sorted(v["snapshots"], key=_natural)} for k, v in sorted(out.items())}
+
+
+def _natural(label: str) -> list:
+    """Dates in order and window labels W2 before W10."""
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.findall(r"\d+|\D+", label)]
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def _instances_text(instances: Sequence[Mapping[str, Any]] | None) -> list[str]:
+    rule = (
+        "A system is given S and G and must produce Y. Instance ids are "
+        "`<category>/<domain>/<t_sample>-><t_target>`; each pair of consecutive snapshots of a domain is "
+        "one instance, so a domain with n snapshots has n - 1 instances."
+    )
+    if instances is None:
+        return [rule]
+    domains = domain_snapshots(instances)
+    shapes = Counter((len(d["snapshots"]), d["instances"]) for d in domains.values())
+    parts = [
+        f"{_plural(k, 'domain')} {'has' if k == 1 else 'have'} {_plural(n, 'snapshot')} and "
+        f"{_plural(m, 'instance')}{'' if k == 1 else ' each'}"
+        for (n, m), k in sorted(shapes.items(), key=lambda x: (-x[0][0], -x[0][1]))
+    ]
+    summary = f"This release has {_plural(len(instances), 'instance')} from {_plural(len(domains), 'domain')}"
+    lines = [rule, "", summary + (": " + "; ".join(parts) if parts else "") + ".", ""]
+    lines += ["| Domain | Category | Snapshots | Instances |", "|---|---|---|---:|"]
+    for name, d in sorted(domains.items(), key=lambda x: (_category_key(x[1]["category"]), x[0])):
+        label = CATEGORY_LABELS.get(d["category"], _cell(d["category"]))
+        snaps = ", ".join(_cell(s) for s in d["snapshots"])
+        lines.append(f"| {_cell(name)} | {label} | {snaps} | {d['instances']} |")
+    return lines
+
+
+def _yaml_header(manifest: ReleaseManifest) -> list[str]:
+    out = ["---", f"pretty_name: {manifest.name} {manifest.version}", "license: other", "configs:"]
+    files = sorted(manifest.tables.items())
+    for i, (name, entry) in enumerate(files):
+        out += [f"- config_name: {name}", "  data_files:", f"  - split: {SPLIT}", f"    path: {entry.file}"]
+        if name == "instances" or (i == 0 and "instances" not in manifest.tables):
+            out.append("  default: true")
+    return [*out, "---"]
+
+
 def render_card(
-    manifest: ReleaseManifest, stats_rows: list[Mapping[str, Any]], notes: Mapping[str, Any] | None = None
+    manifest: ReleaseManifest,
+    stats_rows: list[Mapping[str, Any]],
+    notes: Mapping[str, Any] | None = None,
+    *,
+    instances: Sequence[Mapping[str, Any]] | None = None,
 ) -> str:
     """The README.md of a release.
 
     notes (all optional): "title", "summary" (Markdown paragraph), "license" (of the generated
     content), "arxiv_licenses" ({arxiv_id: license} or [{id, license}]), "limits" (list of str),
     "changes" (Markdown, e.g. tasks.release.diff.format_diff_markdown of the previous release).
+    instances: the instances rows (domain, category, t_sample, t_target): the card then states how many
+    snapshots and instances each domain has.
     """
     notes = notes or {}
     title = notes.get("title") or f"FRAME benchmark release `{manifest.name}` {manifest.version}"
     files = sorted(manifest.tables.items())
-    out: list[str] = ["---", f"pretty_name: {manifest.name} {manifest.version}", "license: other", "configs:"]
-    for i, (name, entry) in enumerate(files):
-        out += [f"- config_name: {name}", f"  data_files: {entry.file}"]
-        if name == "instances" or (i == 0 and "instances" not in manifest.tables):
-            out.append("  default: true")
-    out += ["---", "", f"# {title}", "", f"Version **{manifest.version}**.", ""]
+    out: list[str] = _yaml_header(manifest)
+    out += ["", f"# {title}", "", f"Version **{manifest.version}**.", ""]
     if notes.get("summary"):
         out += [str(notes["summary"]).strip(), ""]
 
@@ -152,8 +211,7 @@ def render_card(
         "- **Y**, the target report R_t+1: the gold report for the next snapshot, in the form of S, "
         "every statement supported by G.",
         "",
-        "A system is given S and G and must produce Y. Instance ids are "
-        "`<category>/<domain>/<t_sample>-><t_target>`; each domain has three snapshots and two instances.",
+        *_instances_text(instances),
         "",
         "## Files",
         "",
@@ -218,35 +276,76 @@ def render_card(
     out += [f"- {x}" for x in limits] if limits else ["None recorded."]
     if notes.get("changes"):
         out += ["", "## Changes", "", str(notes["changes"]).strip()]
-    out += [
-        "",
-        "## How to load",
-        "",
-        "pandas / pyarrow:",
-        "",
-        "```python",
+    out += ["", "## How to load", "", *_how_to_load(set(manifest.tables))]
+    return "\n".join(out) + "\n"
+
+
+def _how_to_load(tables: set[str]) -> list[str]:
+    """Snippets that run as written from the release folder, for the tables it has. Nested columns are
+    Arrow lists and structs, dates are dates: no JSON to parse."""
+    py = [
         "import pandas as pd",
         "import pyarrow.parquet as pq",
         "",
         'instances = pd.read_parquet("instances.parquet")',
         'reports = pq.read_table("reports.parquet")',
+    ]
+    if "structures" in tables:
+        py += [
+            "",
+            "# a structure's nodes in document order; depth 0 are the sections",
+            'structure = pq.read_table("structures.parquet").to_pylist()[0]',
+            'sections = [n["title"] for n in structure["nodes"] if n["depth"] == 0]',
+        ]
+    if "facts" in tables:
+        py += [
+            "",
+            "# facts: period_* are dates, dimensions a list of {axis, member}",
+            'facts = pd.read_parquet("facts.parquet")',
+            'totals = facts[facts["period_end"].notna() & (facts["dimensions"].map(len) == 0)]',
+        ]
+    sql = [
+        "SELECT * FROM 'instances.parquet';",
+        "SELECT i.instance_id, g.doc_id, g.tokens",
+        "FROM 'instances.parquet' i JOIN 'grounding_documents.parquet' g USING (grounding_set_id);",
+    ]
+    if "structures" in tables:
+        sql += [
+            "SELECT report_id, node.title AS section",
+            "FROM (SELECT report_id, unnest(nodes) AS node FROM 'structures.parquet')",
+            "WHERE node.depth = 0;",
+        ]
+    if "facts" in tables:
+        sql += [
+            "SELECT domain, concept, period_end, value FROM 'facts.parquet'",
+            "WHERE period_end >= DATE '2024-01-01' AND len(dimensions) = 0;",
+        ]
+    hf = [
+        "import os",
+        "",
+        "from datasets import load_dataset",
+        "",
+        'release = os.path.abspath(".")  # this folder, or the Hub repo id it is published under',
+        f'instances = load_dataset(release, "instances", split="{SPLIT}")',
+        f'docs = load_dataset(release, "grounding_documents", split="{SPLIT}")',
+    ]
+    return [
+        "From the release folder. pandas / pyarrow:",
+        "",
+        "```python",
+        *py,
         "```",
         "",
         "DuckDB:",
         "",
         "```sql",
-        "SELECT * FROM 'instances.parquet';",
-        "SELECT i.instance_id, g.doc_id, g.tokens",
-        "FROM 'instances.parquet' i JOIN 'grounding_documents.parquet' g USING (grounding_set_id);",
+        *sql,
         "```",
         "",
-        "Hugging Face `datasets` (one table per call: the tables have different columns):",
+        f"Hugging Face `datasets`: one config per table (the tables have different columns), each with the "
+        f"single split `{SPLIT}`:",
         "",
         "```python",
-        "from datasets import load_dataset",
-        "",
-        'instances = load_dataset("parquet", data_files={"test": "instances.parquet"}, split="test")',
-        'docs = load_dataset("parquet", data_files={"test": "grounding_documents.parquet"}, split="test")',
+        *hf,
         "```",
     ]
-    return "\n".join(out) + "\n"

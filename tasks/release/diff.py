@@ -1,5 +1,7 @@
 """Compare two release folders: rows added / removed / changed per table (matched by key columns) and
-the manifest fields that describe how each was built."""
+the manifest fields that describe how each was built. Releases of different table schema versions
+compare by content: the older one's tables are upgraded to the current schema first, and the tables
+whose columns changed are reported as `schema_changed`."""
 
 from __future__ import annotations
 
@@ -10,12 +12,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import ValidationError
 
-from schemas.release import TABLE_KEYS, ReleaseManifest
+from schemas.release import SCHEMAS_BY_VERSION, TABLE_KEYS, ReleaseManifest
 from tasks.errors import FrameInputError
+from tasks.release.read import upgrade_table
 from tasks.release.write import row_digests
 
 MANIFEST_FIELDS = (
     "version",
+    "schema_version",
     "config_sha256",
     "code_version",
     "backends",
@@ -27,11 +31,22 @@ MANIFEST_FIELDS = (
 
 def _manifest(folder: Path) -> ReleaseManifest:
     try:
-        return ReleaseManifest.model_validate_json((folder / "manifest.json").read_bytes())
+        m = ReleaseManifest.model_validate_json((folder / "manifest.json").read_bytes())
     except OSError as e:
         raise FrameInputError(folder / "manifest.json", f"cannot read ({e.strerror or e})") from e
     except ValidationError as e:
         raise FrameInputError(folder / "manifest.json", f"invalid manifest: {e.errors()[0]['msg']}") from e
+    _known_schema(folder, m)
+    return m
+
+
+def _known_schema(folder: Path, m: ReleaseManifest) -> None:
+    if m.schema_version not in SCHEMAS_BY_VERSION:
+        raise FrameInputError(
+            folder / "manifest.json",
+            f"schema_version {m.schema_version} is newer than this frame reads "
+            f"(up to {max(SCHEMAS_BY_VERSION)}): update frame",
+        )
 
 
 def _key_text(key: tuple) -> str:
@@ -40,15 +55,22 @@ def _key_text(key: tuple) -> str:
 
 def _keyed(
     folder: Path, manifest: ReleaseManifest, name: str
-) -> tuple[pa.Table, dict[str, list[str]]] | None:
-    """key text -> sorted row hashes (a list: facts keys may repeat)."""
+) -> tuple[pa.Table, dict[str, list[str]], pa.Schema] | None:
+    """(table in the current schema, key text -> sorted row hashes (a list: facts keys may repeat),
+    the schema of the file as written)."""
     entry = manifest.tables.get(name)
     if entry is None:
         return None
     try:
-        table = pq.read_table(folder / entry.file)
+        written = pq.read_table(folder / entry.file)
     except (OSError, pa.ArrowException) as e:
         raise FrameInputError(folder / entry.file, f"cannot read parquet ({type(e).__name__})") from e
+    try:
+        table = upgrade_table(name, written, manifest.schema_version)
+    except (KeyError, TypeError, ValueError, pa.ArrowException) as e:
+        raise FrameInputError(
+            folder / entry.file, f"not a {name} table of schema version {manifest.schema_version} ({e})"
+        ) from e
     keys = TABLE_KEYS.get(name) or tuple(table.column_names)
     cols = [table.column(k).to_pylist() if k in table.column_names else [None] * table.num_rows for k in keys]
     out: dict[str, list[str]] = {}
@@ -56,7 +78,7 @@ def _keyed(
         out.setdefault(_key_text(key), []).append(digest)
     for v in out.values():
         v.sort()
-    return table, out
+    return table, out, written.schema
 
 
 def diff_releases(
@@ -65,14 +87,17 @@ def diff_releases(
     """What changed from release folder `a` to release folder `b`.
 
     Returns {"a": {name, version, created_at, path}, "b": {...}, "tables_identical": bool,
-    "manifest": {field: {"a": .., "b": ..}} for differing build fields,
+    "manifest": {field: {"a": .., "b": ..}} for differing build fields (schema_version included),
     "tables": {table: {rows_a, rows_b, added: [key], removed: [key], changed: int, changed_keys: [key],
     schema_changed: bool}}}. A key is the table's key columns joined by " | "; rows_* is None when the
     table is absent from that release. Keys appearing several times (facts) compare as multisets.
+    Rows compare in the current schema (an older release's tables are upgraded), so a schema change
+    alone changes no row; schema_changed says the written columns differ.
     `b_manifest` stands in for `b`'s manifest.json (a release still being written has none yet).
     """
     fa, fb = Path(a), Path(b)
     ma, mb = _manifest(fa), b_manifest or _manifest(fb)
+    _known_schema(fb, mb)
     da, db = ma.model_dump(mode="json"), mb.model_dump(mode="json")
     manifest_diff = {f: {"a": da[f], "b": db[f]} for f in MANIFEST_FIELDS if da[f] != db[f]}
 
@@ -91,7 +116,7 @@ def diff_releases(
             "removed": sorted(ha.keys() - hb.keys()),
             "changed": len(changed),
             "changed_keys": changed,
-            "schema_changed": bool(ka and kb and not ka[0].schema.equals(kb[0].schema)),
+            "schema_changed": bool(ka and kb and not ka[2].equals(kb[2])),
         }
     identical = set(ma.tables) == set(mb.tables) and all(
         t["rows_a"] == t["rows_b"] and not (t["added"] or t["removed"] or t["changed"] or t["schema_changed"])
@@ -140,6 +165,10 @@ def format_diff_markdown(d: dict[str, Any], max_keys: int = 10) -> str:
                 pa_, pb_ = v["a"] or {}, v["b"] or {}
                 roles = sorted(r for r in set(pa_) | set(pb_) if pa_.get(r) != pb_.get(r))
                 lines.append(f"- prompt_hashes: changed for {', '.join(roles)}")
+            elif field == "schema_version":
+                lines.append(
+                    f"- schema_version: {v['a']} -> {v['b']} (column types changed; rows compared by content)"
+                )
             else:
                 lines.append(f"- {field}: {_short(v['a'])} -> {_short(v['b'])}")
         lines.append("")

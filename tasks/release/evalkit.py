@@ -19,14 +19,15 @@ import shutil
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import date
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-
 from schemas.release import ReleaseManifest
+from schemas.release_rows import document_metadata
 from tasks.atomic import atomic_write_bytes
 from tasks.errors import FrameInputError
+from tasks.release.read import read_release_table
 from tasks.release.verify import release_files, sha256_file, verify_release
 
 __all__ = [
@@ -49,6 +50,8 @@ INSTANCE_COLUMNS: dict[str, bool] = {
     "domain": True,
     "t_sample": True,  # snapshot of S
     "t_target": True,  # snapshot of G (and of Y, which is not in the kit)
+    "t_sample_date": True,  # the snapshots as ISO dates when they are dates (filings), else null
+    "t_target_date": True,
     "sample_report_id": False,  # points into the reports table, which holds Y: not in the kit
     "target_report_id": False,  # names Y
     "grounding_set_id": True,
@@ -57,11 +60,13 @@ INSTANCE_COLUMNS: dict[str, bool] = {
     "target_markdown": False,  # Y
 }
 # Every column of schemas.release.GROUNDING_DOCUMENTS_SCHEMA (none derived from Y): True = in
-# documents.jsonl; markdown goes to its own file, metadata_json is given parsed as `metadata`.
+# documents.jsonl; markdown goes to its own file, metadata and metadata_extra_json are given merged as
+# `metadata` (schemas.release_rows.document_metadata).
 DOCUMENT_COLUMNS: dict[str, bool] = {
     "grounding_set_id": True,
     "domain": True,
     "snapshot": True,
+    "snapshot_date": True,
     "doc_id": True,
     "title": True,
     "kind": True,
@@ -71,7 +76,8 @@ DOCUMENT_COLUMNS: dict[str, bool] = {
     "source_sha256": True,
     "source_kind": True,
     "markdown": False,
-    "metadata_json": False,
+    "metadata": False,
+    "metadata_extra_json": False,
 }
 _PART = re.compile(r"[A-Za-z0-9._-]+")
 
@@ -101,8 +107,9 @@ def _load(release: Path) -> tuple[ReleaseManifest, list[dict], list[dict], str]:
     if not report.ok:
         raise FrameInputError(release, f"release does not verify: {report.problems[0]}")
     manifest = ReleaseManifest.model_validate_json((release / "manifest.json").read_bytes())
-    instances = pq.read_table(release / "instances.parquet").to_pylist()
-    docs = pq.read_table(release / "grounding_documents.parquet").to_pylist()
+    # in the current schema, whatever version the release was written in: one kit format
+    instances = read_release_table(release, "instances", manifest.schema_version).to_pylist()
+    docs = read_release_table(release, "grounding_documents", manifest.schema_version).to_pylist()
     return manifest, instances, docs, sha256_file(release / "manifest.json")
 
 
@@ -155,8 +162,16 @@ class _Kit:
         return rel
 
 
+def _json_value(v: Any) -> Any:
+    if isinstance(v, date):
+        return v.isoformat()
+    raise TypeError(f"{type(v).__name__} is not JSON serializable")
+
+
 def _jsonl(rows: Iterable[Mapping[str, Any]]) -> str:
-    return "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
+    return "".join(
+        json.dumps(r, ensure_ascii=False, sort_keys=True, default=_json_value) + "\n" for r in rows
+    )
 
 
 def _write_documents(kit: _Kit, docs: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
@@ -166,7 +181,7 @@ def _write_documents(kit: _Kit, docs: Sequence[Mapping[str, Any]]) -> dict[tuple
     for d in docs:
         rel = kit.put(_rel("grounding", d["grounding_set_id"], f"{d['doc_id']}.md"), d["markdown"])
         files[(d["grounding_set_id"], d["doc_id"])] = rel
-        meta = json.loads(d["metadata_json"]) if d.get("metadata_json") else {}
+        meta = document_metadata(d)
         lines.append({**{c: d.get(c) for c, keep in DOCUMENT_COLUMNS.items() if keep}, "metadata": meta})
         lines[-1]["file"] = rel
     kit.put("documents.jsonl", _jsonl(lines))
@@ -219,7 +234,8 @@ are not in this kit.
 ## Files
 
 - `instances.jsonl`: one JSON object per line and instance: `instance_id`, `category`, `domain`,
-  `t_sample` (period of S), `t_target` (period to report on), `grounding_set_id`, `grounding_doc_ids`,
+  `t_sample` (period of S), `t_target` (period to report on), `t_sample_date` and `t_target_date` (the
+  same as ISO dates when they are dates, else null), `grounding_set_id`, `grounding_doc_ids`,
   `sample_markdown` (S), `sample_file`, `grounding_files`, `report_file` (the file name a submission
   folder uses for this instance).
 - `samples/<name>.md`: S of each instance (the same text as `sample_markdown`).

@@ -1,5 +1,6 @@
-"""Check a written release against its manifest and the table schemas (SPEC §6); `verify_deep` also
-checks it against the data folder it was built from (the input folders' manifests in inputs.json)."""
+"""Check a written release against its manifest and the table schemas of its schema version (SPEC §6);
+`verify_deep` also checks it against the data folder it was built from (the input folders' manifests in
+inputs.json)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,15 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, Field, ValidationError
 
 from schemas.release import (
+    RELEASE_SCHEMA_VERSION,
     REQUIRED_TABLES,
+    SCHEMAS_BY_VERSION,
+    SNAPSHOT_DATES,
     TABLE_KEYS,
-    TABLE_SCHEMAS,
     UNIQUE_KEY_TABLES,
     ReleaseManifest,
     schema_fingerprint,
+    snapshot_date,
 )
 from tasks.manifest import check_folder, describe, files_below, manifest_digest, read_manifest, sha256_file
 
@@ -129,6 +133,14 @@ def check_integrity(tables: Mapping[str, pa.Table]) -> list[str]:
         for rid in tables["structures"].column("report_id").to_pylist():
             if rid not in reports:
                 problems.append(f"structures: report_id {rid!r} is not in reports")
+    for name, table in sorted(tables.items()):
+        for date_col, snap_col in SNAPSHOT_DATES.get(name, {}).items():
+            if date_col not in table.column_names:  # schema version 1 has none
+                continue
+            pairs = zip(table.column(date_col).to_pylist(), table.column(snap_col).to_pylist(), strict=True)
+            bad = sorted({str(s) for d, s in pairs if d != snapshot_date(s)})
+            if bad:
+                problems.append(f"{name}: {date_col} is not the date of {snap_col} {bad[0]!r}")
     return problems
 
 
@@ -181,12 +193,19 @@ def verify_release(path: str | Path) -> VerifyReport:
         if rel not in manifest.files:
             problems.append(f"{rel}: unlisted file (not in manifest.json files)")
 
+    schemas = SCHEMAS_BY_VERSION.get(manifest.schema_version)
+    if schemas is None:
+        problems.append(
+            f"manifest.json: schema_version {manifest.schema_version} is newer than this frame reads "
+            f"(up to {RELEASE_SCHEMA_VERSION}): update frame"
+        )
+        return done()
     loaded: dict[str, pa.Table] = {}
     for name in REQUIRED_TABLES:
         if name not in manifest.tables:
             problems.append(f"{name}: required table missing from manifest.json")
     for name, entry in sorted(manifest.tables.items()):
-        expected = TABLE_SCHEMAS.get(name)
+        expected = schemas.get(name)
         if expected is None:
             problems.append(f"{entry.file}: unknown table {name!r}")
             continue
@@ -195,7 +214,10 @@ def verify_release(path: str | Path) -> VerifyReport:
         elif manifest.files[entry.file] != entry.sha256:
             problems.append(f"{entry.file}: tables.{name}.sha256 differs from files entry")
         if entry.schema_fingerprint != schema_fingerprint(expected):
-            problems.append(f"{entry.file}: schema_fingerprint differs from the current {name} schema")
+            problems.append(
+                f"{entry.file}: schema_fingerprint differs from the {name} schema of version "
+                f"{manifest.schema_version}"
+            )
         p = folder / entry.file
         if not p.is_file():
             if entry.file in manifest.files:

@@ -4,7 +4,8 @@
 keys (ties by row hash), writes the parquet files with fixed writer options, the dataset card and
 manifest.json into a temporary folder beside the target and renames it into place. The same input
 gives byte-identical files; an existing version is returned untouched when its content is identical
-and refused otherwise.
+and refused otherwise. A new version whose tables equal those of the previous version of the release
+is refused too (nothing changed), unless `allow_identical`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
@@ -28,14 +29,18 @@ from pydantic import ValidationError
 
 from schemas.release import (
     NAME,
+    RELEASE_SCHEMA_VERSION,
     REQUIRED_TABLES,
     SEMVER,
+    SNAPSHOT_DATES,
     TABLE_KEYS,
     TABLE_SCHEMAS,
     UNIQUE_KEY_TABLES,
     ReleaseManifest,
     TableEntry,
     schema_fingerprint,
+    semver_key,
+    snapshot_date,
 )
 from tasks.errors import FrameInputError
 from tasks.locks import release_lock
@@ -57,11 +62,15 @@ PARQUET_OPTIONS: dict[str, Any] = {
     "store_schema": True,
     "write_page_index": False,
 }
-MANIFEST_COMPUTED = ("tables", "files", "writer")
+MANIFEST_COMPUTED = ("tables", "files", "writer", "schema_version")
 
 
 class ReleaseExistsError(FrameInputError):
     """The release version already exists with other content: releases are immutable."""
+
+
+class IdenticalReleaseError(FrameInputError):
+    """The new version's tables equal the previous version's: nothing changed, so nothing is written."""
 
 
 # ---------------------------------------------------------------- validation and casting
@@ -77,12 +86,21 @@ def _value_fits(v: Any, t: pa.DataType) -> bool:
         return isinstance(v, numbers.Integral) and not isinstance(v, bool | np.bool_)
     if pa.types.is_floating(t):
         return isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)
+    if pa.types.is_date(t):  # pyarrow alone would take an int as days, or cut a datetime to its day
+        return isinstance(v, date) and not isinstance(v, datetime)
     if pa.types.is_list(t) or pa.types.is_large_list(t):
-        if not isinstance(v, list | tuple):
+        if not isinstance(v, list | tuple | np.ndarray):
             return False
-        item = t.value_field
-        return all((x is None and item.nullable) or (x is not None and _value_fits(x, item.type)) for x in v)
+        return all(_item_fits(x, t.value_field) for x in v)
+    if pa.types.is_struct(t):  # pyarrow alone would drop unknown keys
+        if not isinstance(v, Mapping) or not set(v) <= {f.name for f in t}:
+            return False
+        return all(_item_fits(v.get(f.name), f) for f in t)
     return True
+
+
+def _item_fits(v: Any, f: pa.Field) -> bool:
+    return (v is None and f.nullable) or (v is not None and _value_fits(v, f.type))
 
 
 def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
@@ -101,6 +119,11 @@ def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
             src.value_type, dst.value_type
         )
     return False
+
+
+def _strict(t: pa.DataType) -> bool:
+    """Types whose values are checked one by one in Python (pyarrow's conversion is lenient there)."""
+    return pa.types.is_date(t) or pa.types.is_struct(t) or (pa.types.is_list(t) and _strict(t.value_type))
 
 
 def _bad(table: str, column: str, problem: str) -> FrameInputError:
@@ -134,6 +157,30 @@ def _first_misfit(values: list[Any], t: pa.DataType) -> int | None:
     return None
 
 
+def _column(name: str, f: pa.Field, values: list[Any]) -> pa.Array:
+    """One column of row values as an array of the field's type; FrameInputError naming the first
+    value that does not fit."""
+    try:
+        arr = pa.array(values, type=f.type)
+        error = "" if not _silently_coerced(values, f.type) else "coerced"
+        if not error and _strict(f.type) and not all(v is None or _value_fits(v, f.type) for v in values):
+            error = "coerced"
+    except (pa.ArrowException, OverflowError, TypeError, ValueError) as e:
+        arr, error = None, str(e)[:200]
+    if error:
+        i = _first_misfit(values, f.type)
+        if i is None:
+            raise _bad(name, f.name, f"does not fit {f.type}: {error}")
+        v = values[i]
+        raise _bad(name, f.name, f"row {i}: {type(v).__name__} value {str(v)[:60]!r} does not fit {f.type}")
+    if not f.nullable and arr.null_count:
+        i = next(i for i, v in enumerate(values) if v is None)
+        raise _bad(name, f.name, f"row {i}: missing or null, but required")
+    if (pa.types.is_list(f.type) and not f.type.value_field.nullable) and pc.list_flatten(arr).null_count:
+        raise _bad(name, f.name, "null list items")
+    return arr
+
+
 def _from_rows(name: str, rows: Iterable[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
     rows = list(rows)
     for i, row in enumerate(rows):
@@ -144,28 +191,7 @@ def _from_rows(name: str, rows: Iterable[Mapping[str, Any]], schema: pa.Schema) 
         col = sorted(map(str, extra))[0]
         i = next(i for i, r in enumerate(rows) if col in map(str, r.keys()))
         raise _bad(name, col, f"row {i}: not a column of {name} (columns: {', '.join(schema.names)})")
-    arrays = []
-    for f in schema:
-        values = [r.get(f.name) for r in rows]
-        try:
-            arr = pa.array(values, type=f.type)
-            error = "" if not _silently_coerced(values, f.type) else "coerced"
-        except (pa.ArrowException, OverflowError, TypeError, ValueError) as e:
-            arr, error = None, str(e)[:200]
-        if error:
-            i = _first_misfit(values, f.type)
-            if i is None:
-                raise _bad(name, f.name, f"does not fit {f.type}: {error}")
-            v = values[i]
-            raise _bad(
-                name, f.name, f"row {i}: {type(v).__name__} value {str(v)[:60]!r} does not fit {f.type}"
-            )
-        if not f.nullable and arr.null_count:
-            i = next(i for i, v in enumerate(values) if v is None)
-            raise _bad(name, f.name, f"row {i}: missing or null, but required")
-        if (pa.types.is_list(f.type) and not f.type.value_field.nullable) and pc.list_flatten(arr).null_count:
-            raise _bad(name, f.name, "null list items")
-        arrays.append(arr)
+    arrays = [_column(name, f, [r.get(f.name) for r in rows]) for f in schema]
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
@@ -173,11 +199,19 @@ def _from_table(name: str, table: pa.Table, schema: pa.Schema) -> pa.Table:
     found = set(table.column_names)
     for extra in [c for c in table.column_names if c not in schema.names]:
         raise _bad(name, extra, f"not a column of {name} (columns: {', '.join(schema.names)})")
+    derived = SNAPSHOT_DATES.get(name, {})
     arrays = []
     for f in schema:
         if f.name not in found:
+            if f.name in derived:  # filled in by _with_snapshot_dates
+                arrays.append(pa.nulls(table.num_rows, f.type))
+                continue
             raise _bad(name, f.name, "missing")
         col = table.column(f.name)
+        if not col.type.equals(f.type) and _strict(f.type):
+            # nested and date values (e.g. a DataFrame's dicts) are checked one by one, as rows are
+            arrays.append(_column(name, f, col.to_pylist()))
+            continue
         if not _castable(col.type, f.type):
             raise _bad(name, f.name, f"has type {col.type}, expected {f.type}")
         try:
@@ -193,6 +227,20 @@ def _from_table(name: str, table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def _with_snapshot_dates(name: str, table: pa.Table) -> pa.Table:
+    """The snapshot date columns computed from their snapshot columns; a value given must agree."""
+    for date_col, snap_col in SNAPSHOT_DATES.get(name, {}).items():
+        given = table.column(date_col).to_pylist()
+        dates = [snapshot_date(s) for s in table.column(snap_col).to_pylist()]
+        for i, (g, d) in enumerate(zip(given, dates, strict=True)):
+            if g is not None and g != d:
+                what = f"the date of {snap_col} {table.column(snap_col)[i].as_py()!r} is {d}"
+                raise _bad(name, date_col, f"row {i}: {g} given, but {what}")
+        i = table.schema.get_field_index(date_col)
+        table = table.set_column(i, table.schema.field(i), pa.array(dates, pa.date32()))
+    return table
+
+
 def row_digests(table: pa.Table) -> list[str]:
     """sha256 of each row's values (in column order) as canonical JSON."""
     out: list[str] = []
@@ -205,12 +253,17 @@ def row_digests(table: pa.Table) -> list[str]:
 
 
 def sort_table(name: str, table: pa.Table) -> pa.Table:
-    """Rows ordered by the table's key columns, then by every other non-nested column (a stable sort):
-    the order, hence the bytes, do not depend on the input order. Only tables with unique keys have
-    nested (list) columns, so rows tied on all sortable columns are identical."""
+    """Rows ordered by the table's key columns, then by every other non-nested column, then (tables
+    whose keys may repeat and that have nested columns: facts) by row hash: the order, hence the bytes,
+    do not depend on the input order."""
     keys = list(TABLE_KEYS[name])
     rest = [f.name for f in table.schema if f.name not in keys and not pa.types.is_nested(f.type)]
-    idx = pc.sort_indices(table, sort_keys=[(k, "ascending") for k in keys + rest])  # nulls last
+    sortable = table
+    sort_keys = keys + rest
+    if name not in UNIQUE_KEY_TABLES and any(pa.types.is_nested(f.type) for f in table.schema):
+        sortable = table.append_column("__row_hash", pa.array(row_digests(table), pa.string()))
+        sort_keys.append("__row_hash")
+    idx = pc.sort_indices(sortable, sort_keys=[(k, "ascending") for k in sort_keys])  # nulls last
     return table.take(idx).combine_chunks()
 
 
@@ -229,6 +282,7 @@ def prepare_table(name: str, data: Any) -> pa.Table:
         raise FrameInputError(
             f"release table {name!r}", f"expected a pyarrow Table or a list of dicts, got {type(data)}"
         )
+    table = _with_snapshot_dates(name, table)
     if name in UNIQUE_KEY_TABLES:
         dups = duplicate_keys(name, table)
         if dups:
@@ -295,7 +349,13 @@ def _base_manifest(name: str, version: str, manifest_fields: Mapping[str, Any]) 
     created = fields.get("created_at") or datetime.now(UTC).isoformat(timespec="seconds")
     fields["created_at"] = created.isoformat() if isinstance(created, datetime) else created
     try:
-        manifest = ReleaseManifest(name=name, version=version, writer=f"pyarrow {pa.__version__}", **fields)
+        manifest = ReleaseManifest(
+            name=name,
+            version=version,
+            writer=f"pyarrow {pa.__version__}",
+            schema_version=RELEASE_SCHEMA_VERSION,
+            **fields,
+        )
     except ValidationError as e:
         err = e.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
@@ -406,15 +466,20 @@ def write_release(
     manifest_fields: Mapping[str, Any],
     card_markdown: CardInput,
     extra_files: Mapping[str, bytes] | None = None,
+    *,
+    allow_identical: bool = False,
 ) -> Path:
     """Write `releases_root/<name>/<version>/` atomically and return its path.
 
-    tables: table name (see TABLE_SCHEMAS) -> pyarrow Table, pandas DataFrame or list of row dicts.
+    tables: table name (see TABLE_SCHEMAS) -> pyarrow Table, pandas DataFrame or list of row dicts
+    (the snapshot date columns, schemas.release.SNAPSHOT_DATES, are computed: leave them out or null).
     manifest_fields: created_at (optional; default now, UTC), config_sha256, code_version, prompt_hashes,
     backends, sources. card_markdown: the README.md text, or a function of the manifest (tables filled
     in, README.md not yet in files) returning it. The card must not embed created_at, or rebuilding
     an identical release would be refused. extra_files: plain file name -> bytes, written beside the
     tables and listed with their sha256 in manifest.json (e.g. inputs.json).
+    IdenticalReleaseError when the previous version of the release (the highest below `version`) has
+    the same tables, byte for byte: nothing changed since. `allow_identical` writes the copy anyway.
     """
     _check_slug(name, version)
     base = _base_manifest(name, version, manifest_fields)
@@ -434,13 +499,47 @@ def write_release(
         raise
     # Compare-then-rename under the version's lock: two writers of one version never interleave.
     with release_lock(Path(releases_root), name, version):
-        return _place(tmp, target, parent, manifest)
+        return _place(tmp, target, parent, manifest, allow_identical)
 
 
-def _place(tmp: Path, target: Path, parent: Path, manifest: ReleaseManifest) -> Path:
+def previous_version(parent: Path, version: str) -> Path | None:
+    """The highest version folder of a release below `version` (by semver precedence) that holds a
+    manifest.json; hidden, temporary and non-semver folders are ignored."""
+    key = semver_key(version)
+    older = [
+        p
+        for p in (parent.iterdir() if parent.is_dir() else [])
+        if SEMVER.fullmatch(p.name) and semver_key(p.name) < key and (p / "manifest.json").is_file()
+    ]
+    return max(older, key=lambda p: semver_key(p.name), default=None)
+
+
+def _table_digests(m: ReleaseManifest) -> dict[str, tuple[str, str, int]]:
+    return {k: (t.sha256, t.schema_fingerprint, t.rows) for k, t in m.tables.items()}
+
+
+def _check_not_identical(parent: Path, new: ReleaseManifest) -> None:
+    prev = previous_version(parent, new.version)
+    if prev is None:
+        return
+    try:
+        old = ReleaseManifest.model_validate_json((prev / "manifest.json").read_bytes())
+    except (OSError, ValidationError):
+        return  # an unreadable previous version is verify's business, not a reason to refuse
+    if _table_digests(old) == _table_digests(new):
+        raise IdenticalReleaseError(
+            f"release {new.name} {new.version}",
+            f"nothing changed since {old.name} {old.version}: every table is identical, so no new "
+            "version was written (--allow-identical writes the copy anyway)",
+        )
+
+
+def _place(tmp: Path, target: Path, parent: Path, manifest: ReleaseManifest, allow_identical: bool) -> Path:
     try:
         if target.exists():
             return _same_as_existing(target, manifest)
+        if not allow_identical:
+            _check_not_identical(parent, manifest)
         try:
             os.rename(tmp, target)  # atomic; fails if another writer created a non-empty target meanwhile
         except OSError:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +54,7 @@ MIN_WORDS = 4  # prose units shorter than this are fragments
 PROSE_RAMP = (0.55, 0.85)  # cosine -> [0, 1] for units without a strong number
 NUMBER_RAMP = (0.35, 0.65)  # ... for units with a strong number (the number must match as well)
 BATCH_UNITS = 20  # units per score_coverage request
+PLANS_KEPT = 256  # grading plans kept between embedding_texts and grade (per judge)
 
 # ======================================================================== offline judge
 
@@ -132,6 +135,9 @@ class OfflineCoverageJudge:
         self.embedder_name = embedder_name
         self.name = f"offline:number-aware+{embedder_name}"
         self._pieces: dict[int, Piece] = {}  # unit_id -> piece, of the last extract_units call
+        # grading plans made ahead by embedding_texts, each used once by grade (bounded, oldest dropped)
+        self._planned: OrderedDict[tuple, tuple[list[Piece], list[_Plan], list[str]]] = OrderedDict()
+        self._planned_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"OfflineCoverageJudge({self.embedder_name!r})"
@@ -157,21 +163,45 @@ class OfflineCoverageJudge:
             )
         return units
 
+    @staticmethod
+    def _grading(
+        units: list[InfoUnit], generated_markdown: str
+    ) -> tuple[list[Piece], list[_Plan], list[str]]:
+        """R's segments, each unit's plan, and the texts whose cosines grading needs (in embed order)."""
+        segs = markdown_pieces(generated_markdown)
+        if not units or not segs:
+            return segs, [], []
+        plans = _plans(units, segs)
+        # identical text with every number present scores 1 (its cosine is 1): no embedding needed
+        need = [units[ui].content for ui, plan in enumerate(plans) if plan.same is None]
+        return segs, plans, (need + [seg.text for seg in segs]) if need else []
+
+    @staticmethod
+    def _plan_key(units: list[InfoUnit], generated_markdown: str) -> tuple:
+        return (generated_markdown, tuple((u.unit_id, u.content, u.source_sentence) for u in units))
+
+    def embedding_texts(self, units: Sequence[InfoUnit], generated_markdown: str) -> list[str]:
+        units = list(units)
+        graded = self._grading(units, generated_markdown)
+        with self._planned_lock:
+            self._planned[self._plan_key(units, generated_markdown)] = graded
+            while len(self._planned) > PLANS_KEPT:
+                self._planned.popitem(last=False)
+        return graded[2]
+
     def grade(self, units: Sequence[InfoUnit], generated_markdown: str) -> list[ItemScore]:
         units = list(units)
         if not units:
             return []
-        segs = markdown_pieces(generated_markdown)
+        with self._planned_lock:
+            graded = self._planned.pop(self._plan_key(units, generated_markdown), None)
+        segs, plans, texts = graded or self._grading(units, generated_markdown)
         if not segs:
             return [_unit_item(u, 0.0, rationale="the generated report has no content") for u in units]
-        plans = _plans(units, segs)
-        # identical text with every number present scores 1 (its cosine is 1): no embedding needed
         need = [ui for ui, plan in enumerate(plans) if plan.same is None]
         cos = np.zeros((len(units), len(segs)), dtype=np.float64)
         if need:
-            vecs = np.asarray(
-                self.embed([units[ui].content for ui in need] + [seg.text for seg in segs]), dtype=np.float32
-            )
+            vecs = np.asarray(self.embed(texts), dtype=np.float32)
             cos[need] = np.clip(vecs[: len(need)] @ vecs[len(need) :].T, -1.0, 1.0).astype(np.float64)
         return [
             _graded(u, plan, cos[ui], segs) for ui, (u, plan) in enumerate(zip(units, plans, strict=True))
@@ -552,3 +582,10 @@ class CoverageFamily(
 
     def measure(self, inputs: Inputs, *, max_items: int, seed: int) -> MetricResult:
         return coverage(inputs.gold, inputs.generated, self.judge, max_items=max_items, seed=seed)
+
+    def embedding_texts(self, inputs: Inputs) -> list[str]:
+        if not isinstance(self.judge, OfflineCoverageJudge):
+            return []
+        units = self.judge.extract_units(inputs.gold)
+        sample = sample_items(units, self.env.settings.max_items, inputs.seed)
+        return self.judge.embedding_texts(sample, inputs.generated)

@@ -1,13 +1,17 @@
-"""Per-system diagnostic pages of a scores folder: where a system stands, on which axes, and why.
+"""Per-system diagnostic pages of a scores folder: where a system stands, on which axes, and why; an index
+with the systems in leaderboard order and the trend plots (embedded in the HTML, linked to the PNGs).
 
 Specification: docs/diagnostics.md, section "System pages"
 """
 
 from __future__ import annotations
 
+import base64
+import datetime as dt
 import html
 import json
 import math
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,10 +22,19 @@ import markdown as markdown_lib
 import numpy as np
 import pandas as pd
 
-from tasks.atomic import atomic_write_text
+from tasks.atomic import atomic_write_bytes, atomic_write_text
 from tasks.errors import FrameInputError
 from tasks.score import registry
-from tasks.score.leaderboard import OVERALL, bootstrap_ci, cell_seed, scope_order
+from tasks.score.leaderboard import (
+    OVERALL,
+    PRIMARY_LABEL,
+    SCOPE_LABELS,
+    bootstrap_ci,
+    cell_seed,
+    metric_order,
+    primary_scores,
+    scope_order,
+)
 
 __all__ = [
     "GOLD",
@@ -41,10 +54,13 @@ REQUIRED_SCORES: tuple[str, ...] = ("instance_id", "category", "system", "metric
 REQUIRED_EVIDENCE: tuple[str, ...] = ("instance_id", "system", "metric", "kind", "text", "score")
 REQUIRED_PAIRWISE: tuple[str, ...] = ("system_a", "system_b", "vote")
 REQUIRED_BT: tuple[str, ...] = ("system", "score")
-DATE_KEYS: tuple[str, ...] = ("generated_at", "created_at", "scored_at", "date", "timestamp")
+# manifest keys that may record when the scores were computed (`frame score` writes scored_at)
+DATE_KEYS: tuple[str, ...] = ("scored_at", "generated_at", "created_at", "date", "timestamp")
+PLOT_SUFFIX = "_vs_buckets.png"
 _RUBRIC_KIND = re.compile(r"^G\d+\s*:")
 _MD_BACKSLASH = re.compile(r"\\(?=[\\`*_{}\[\]()#+\-.!|<>])")
-_LOCAL_MD_LINK = re.compile(r'href="([^":/?#]+)\.md"')
+_LOCAL_MD_LINK = re.compile(r'href="([^":/?#]+)\.md(#[^"]*)?"')
+_IMG_SRC = re.compile(r'(<img\b[^>]*\bsrc=")([^"]+)(")')
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:2rem auto;max-width:1280px;
 padding:0 1rem;color:#1d1d1f;line-height:1.45;font-size:15px}
@@ -52,7 +68,7 @@ h1{font-size:1.6rem;border-bottom:2px solid #ddd;padding-bottom:.3rem}h2{margin-
 h3{font-size:1.05rem}table{border-collapse:collapse;margin:.6rem 0 1rem;display:block;overflow-x:auto}
 th,td{border:1px solid #d8d8d8;padding:3px 8px;vertical-align:top;font-size:.88rem}
 th{background:#f2f2f4}tbody tr:nth-child(even){background:#fafafa}code{background:#f2f2f4;padding:0 3px}
-a{color:#0a58ca}em{color:#555}
+a{color:#0a58ca}em{color:#555}img{max-width:100%;height:auto;border:1px solid #eee}
 """.strip()
 
 
@@ -67,6 +83,7 @@ class _Folder:
     manifest: dict[str, Any]
     bt: pd.DataFrame | None
     pairwise: pd.DataFrame | None
+    written: str = ""  # when the pages are written (UTC)
 
 
 def _one_line(exc: Exception) -> str:
@@ -151,7 +168,7 @@ def _load(scores_dir: Path) -> _Folder:
         for c in ("system_a", "system_b"):
             pairwise[c] = pairwise[c].astype(str)
         pairwise["vote"] = pairwise["vote"].fillna("").astype(str).str.strip().str.lower()
-    return _Folder(scores_dir, scores, evidence, manifest, bt, pairwise)
+    return _Folder(scores_dir, scores, evidence, manifest, bt, pairwise, _iso(dt.datetime.now(dt.UTC)))
 
 
 # ---------------------------------------------------------------------------------------------- statistics
@@ -372,19 +389,35 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str = "
 
 
 def _release_label(folder: _Folder) -> str:
+    """The release as name/version: a manifest written by older code may hold the release's folder (even
+    an absolute path): only its last two parts are shown, never a folder of the machine."""
     rel = folder.manifest.get("release")
     if rel:
-        p = Path(str(rel))
-        short = f"{p.parent.name}/{p.name}" if p.parent.name else p.name
-        return f"{_txt(short)} (`{_txt(rel, None)}`)" if short != str(rel) else _txt(rel)
+        parts = [p for p in re.split(r"[\\/]+", str(rel)) if p]
+        return _txt("/".join(parts[-2:]))
     return _txt(f"{folder.path.parent.name}/{folder.path.name}") + " (no manifest.json)"
 
 
-def _generated(folder: _Folder) -> str:
+def _iso(when: dt.datetime) -> str:
+    return when.astimezone(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def _scored_at(folder: _Folder) -> str:
+    """When the scores were computed: the manifest's record, else when scores.parquet was written."""
     for key in DATE_KEYS:
         if folder.manifest.get(key):
             return _txt(folder.manifest[key])
-    return "not recorded in manifest.json"
+    mtime = dt.datetime.fromtimestamp((folder.path / "scores.parquet").stat().st_mtime, dt.UTC)
+    return f"{_iso(mtime)} (when scores.parquet was written; manifest.json records no time)"
+
+
+def _dates(folder: _Folder) -> list[str]:
+    return [f"- Scores computed: {_scored_at(folder)}", f"- Report generated: {folder.written}"]
+
+
+def _category(c: str) -> str:
+    """A category's display label: the release card's and the leaderboard's (schemas.config)."""
+    return _txt(SCOPE_LABELS.get(c, c), None)
 
 
 def _ci_note(st: _Stats) -> str:
@@ -416,8 +449,9 @@ def _header(folder: _Folder, st: _Stats, system: str) -> list[str]:
         f"- Judges: {'; '.join(f'`{_txt(j, None)}`' for j in judges) or '–'}",
         f"- Instances: {n_mine} of {n_all} ({len(st.categories)} categories), metrics: {len(st.metrics)}",
         f"- Compared with: {', '.join(f'`{_txt(s, None)}`' for s in others) or 'no other system'}{ref}",
-        f"- Generated: {_generated(folder)}",
+        *_dates(folder),
         f"- {_ci_note(st)}",
+        "- Trend plots of every metric, all systems: [index](index.md#trend-plots)",
         "",
     ]
 
@@ -517,7 +551,7 @@ def _separation_section(st: _Stats, system: str | None) -> list[str]:
 def _category_section(st: _Stats, system: str) -> list[str]:
     if not st.categories:
         return ["## Per category", "", "_No categories in scores.parquet._", ""]
-    headers = ["Metric", "Overall", *[_txt(c, None) for c in st.categories]]
+    headers = ["Metric", "Overall", *[_category(c) for c in st.categories]]
     rows = []
     for m in st.metrics:
         row = [_metric_label(m), _num(m, st.mean(system, m))]
@@ -857,7 +891,7 @@ def _worst_section(folder: _Folder, st: _Stats, system: str) -> list[str]:
     cat = df.drop_duplicates("instance_id").set_index("instance_id")["category"]
     rows = []
     for iid, gap in gaps.items():
-        row = [_txt(iid, 100), _txt(cat.get(iid, ""), 40), f"{gap:.3f}"]
+        row = [_txt(iid, 100), _category(cat.get(iid, "")) if cat.get(iid) else "–", f"{gap:.3f}"]
         for m in frame:
             hit = r[(r["iid"] == iid) & (r["metric"] == m)]
             if hit.empty:
@@ -887,42 +921,131 @@ def _system_markdown(folder: _Folder, st: _Stats, system: str, top_n: int) -> st
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _index_markdown(folder: _Folder, st: _Stats, names: dict[str, str]) -> str:
+def _leaderboard_order(folder: _Folder, st: _Stats) -> tuple[list[str], dict[str, str], str]:
+    """The systems as the leaderboard orders them (gold first, then by primary score, best first), each
+    one's primary score as "mean [low, high]", and the name of that score."""
+    try:
+        ps = primary_scores(folder.scores, seed=st.seed, n_resamples=st.n_resamples)
+    except ValueError:  # values outside a metric's range: the leaderboard refuses them too
+        return list(st.systems), {}, ""
+    info = ps.attrs["primary"]
+    if info["composite"]:
+        ov = ps[ps["scope"] == OVERALL]
+        cells = {str(r.system): _Cell(r.mean, r.ci_low, r.ci_high, int(r.n)) for r in ov.itertuples()}
+        lower, fmt = False, info["metrics"][0]  # FRAME's metrics all lie in [0, 1]: format as any
+    else:
+        metric = info["metrics"][0] if info["metrics"] else ""
+        cells = {s: c for (s, m), c in st.cells.items() if m == metric}
+        lower, fmt = metric in registry.lower_is_better(), metric
+
+    def key(s: str) -> tuple[bool, bool, float, str]:
+        v = cells[s].mean if s in cells else math.nan
+        return (s != GOLD, math.isnan(v), 0.0 if math.isnan(v) else (v if lower else -v), s)
+
+    text = {s: _ci(fmt, c) for s, c in cells.items() if not math.isnan(c.mean)}
+    return sorted(st.systems, key=key), text, str(info["label"])
+
+
+def _plot_files(folder: _Folder) -> list[Path]:
+    """The trend plots of the scores folder in metric order (the manifest's list when it has one)."""
+    plots = folder.path / "plots"
+    listed = [str(n) for n in folder.manifest.get("plots") or []]
+    names = [n for n in listed if (plots / n).is_file() and "/" not in n and "\\" not in n]
+    if not names and plots.is_dir():
+        by_metric = {p.name[: -len(PLOT_SUFFIX)]: p.name for p in plots.glob(f"*{PLOT_SUFFIX}")}
+        names = [by_metric[m] for m in metric_order(by_metric)]
+    return [plots / n for n in names]
+
+
+def _plot_links(folder: _Folder, out: Path) -> dict[str, Path]:
+    """{link as written in the pages: PNG file} of the trend plots. Pages inside the scores folder link
+    to its plots/ folder; pages elsewhere get a copy of the PNGs in their own plots/ folder, so a link
+    never climbs out of the output folder (nor names a folder of the machine)."""
+    out_abs, scores_abs = out.resolve(), folder.path.resolve()
+    links = {}
+    for png in _plot_files(folder):
+        if out_abs.is_relative_to(scores_abs):
+            links[Path(os.path.relpath(png.resolve(), out_abs)).as_posix()] = png
+        else:
+            copy = atomic_write_bytes(out / "plots" / png.name, png.read_bytes())
+            links[f"plots/{png.name}"] = copy
+    return links
+
+
+def _plots_section(links: dict[str, Path]) -> list[str]:
+    out = ["## Trend plots", ""]
+    if not links:
+        return out + ["_No trend plots in the scores folder (plots/)._", ""]
+    out += [
+        "Per metric, the mean of each system against buckets of gold report length, grounding length "
+        "and table count, with bands of the 95% bootstrap CI. The HTML page embeds the images; each "
+        "links to its PNG file.",
+        "",
+    ]
+    for link, png in links.items():
+        metric = png.name[: -len(PLOT_SUFFIX)] if png.name.endswith(PLOT_SUFFIX) else png.stem
+        out += [f"### {_txt(metric, None)}", "", f"[![{_txt(metric, None)} trend plot]({link})]({link})", ""]
+    return out
+
+
+def _index_markdown(folder: _Folder, st: _Stats, names: dict[str, str], links: dict[str, Path]) -> str:
     df = folder.scores
+    cats = ", ".join(_category(c) for c in st.categories)
     lines = [
         "# FRAME diagnostic reports",
         "",
         f"- Release: {_release_label(folder)}",
-        f"- Instances: {df['instance_id'].nunique()} ({len(st.categories)} categories), "
-        f"metrics: {len(st.metrics)}",
-        f"- Generated: {_generated(folder)}",
+        f"- Instances: {df['instance_id'].nunique()} ({len(st.categories)} categories"
+        + (f": {cats}" if cats else "")
+        + f"), metrics: {len(st.metrics)}",
+        *_dates(folder),
         f"- {_ci_note(st)}",
         "",
         "## Systems",
         "",
     ]
+    order, primary, label = _leaderboard_order(folder, st)
+    if label:
+        what = f"{label} (mean of the FRAME metrics scored)" if label == PRIMARY_LABEL else f"`{label}`"
+        lines += [f"In leaderboard order: `{GOLD}` (the ceiling) first, then by {what}, best first.", ""]
     bt = folder.bt.set_index("system") if folder.bt is not None else None
     rows = []
-    for s in st.systems:
+    for s in order:
         first = sum(1 for m in st.metrics if st.ranks.get((s, m)) == 1)
         best_on = "reference" if s == GOLD and s not in st.competitors else f"{first}/{len(st.metrics)}"
         row = [
             f"[{_txt(s, None)}]({names[s]}.md)",
+            primary.get(s, "–"),
             str(df.loc[df["system"] == s, "instance_id"].nunique()),
             best_on,
         ]
         if bt is not None:
             row.append(_fmt_cell(bt.loc[s, "rank"]) if s in bt.index and "rank" in bt.columns else "–")
         rows.append(row)
-    headers = ["System", "Instances", "Ranked first on"] + (["Bradley–Terry rank"] if bt is not None else [])
-    lines += _table(headers, rows, "lrrr")
+    headers = ["System", f"{label or 'Primary score'} [95% CI]", "Instances", "Ranked first on"]
+    headers += ["Bradley–Terry rank"] if bt is not None else []
+    lines += _table(headers, rows, "lrrrr")
     lines += _separation_section(st, None)
+    lines += _plots_section(links)
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _html_page(title: str, markdown_text: str) -> str:
-    body = markdown_lib.markdown(markdown_text, extensions=["tables"], output_format="html")
-    body = _LOCAL_MD_LINK.sub(r'href="\1.html"', body)  # the HTML pages link to each other
+def _data_uri(png: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode("ascii")
+
+
+def _html_page(title: str, markdown_text: str, images: dict[str, Path] | None = None) -> str:
+    """The page as self-contained HTML: links between pages point to the .html files, and each image
+    whose src is a key of ``images`` is embedded as a data: URI (its link still points to the file)."""
+    body = markdown_lib.markdown(markdown_text, extensions=["tables", "toc"], output_format="html")
+    body = _LOCAL_MD_LINK.sub(r'href="\1.html\2"', body)  # the HTML pages link to each other
+    embedded = {html.escape(k, quote=True): v for k, v in (images or {}).items()}
+
+    def embed(m: re.Match) -> str:
+        png = embedded.get(m.group(2))
+        return m.group(0) if png is None else m.group(1) + _data_uri(png) + m.group(3)
+
+    body = _IMG_SRC.sub(embed, body)
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
@@ -931,10 +1054,18 @@ def _html_page(title: str, markdown_text: str) -> str:
     )
 
 
-def _write_pair(out_dir: Path, stem: str, title: str, text: str) -> list[Path]:
+def _write_pair(
+    out_dir: Path, stem: str, title: str, text: str, images: dict[str, Path] | None = None
+) -> list[Path]:
     md_path = atomic_write_text(out_dir / f"{stem}.md", text)
-    html_path = atomic_write_text(out_dir / f"{stem}.html", _html_page(title, text))
+    html_path = atomic_write_text(out_dir / f"{stem}.html", _html_page(title, text, images))
     return [md_path, html_path]
+
+
+def _write_index(folder: _Folder, st: _Stats, out: Path, names: dict[str, str]) -> list[Path]:
+    links = _plot_links(folder, out)
+    text = _index_markdown(folder, st, names, links)
+    return _write_pair(out, "index", "FRAME diagnostic reports", text, links)
 
 
 def _check_top_n(top_n: int) -> None:
@@ -954,9 +1085,7 @@ def render_index(
     folder = _load(Path(scores_dir))
     st = _stats(folder, seed, n_resamples)
     out = Path(out_dir) if out_dir is not None else folder.path / "report"
-    return _write_pair(
-        out, "index", "FRAME diagnostic reports", _index_markdown(folder, st, _page_names(st.systems))
-    )
+    return _write_index(folder, st, out, _page_names(st.systems))
 
 
 def render_system_reports(
@@ -983,5 +1112,5 @@ def render_system_reports(
     for system in st.systems:
         text = _system_markdown(folder, st, system, int(top_n))
         written += _write_pair(out, names[system], f"{system}: diagnostic report", text)
-    written += _write_pair(out, "index", "FRAME diagnostic reports", _index_markdown(folder, st, names))
+    written += _write_index(folder, st, out, names)
     return written

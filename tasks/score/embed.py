@@ -4,9 +4,9 @@ Every embedder returns a float32 array of shape ``(len(texts), dim)`` with L2-no
 vector stays zero). :func:`make_embed_fn` adapts one to the ``embed`` callable that
 :func:`tasks.score.structural_similarity.make_node_similarity` takes.
 
-:class:`CachedEmbedder` keeps one ``.npy`` per (embedder name, sha256(text)) under
-``<cache_dir>/embeddings/<model-slug>/<aa>/<hash>.npy``; files are written atomically, and an unreadable
-or malformed file counts as a miss (recomputed and rewritten).
+:class:`CachedEmbedder` keeps the vectors per (embedder name, sha256(text)) under
+``<cache_dir>/embeddings/<model-slug>/shards/`` (:class:`VectorStore`: one file per batch of new vectors,
+written atomically; an unreadable shard or malformed row counts as a miss and is recomputed).
 """
 
 from __future__ import annotations
@@ -18,12 +18,14 @@ import os
 import re
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from tasks.atomic import atomic_write_bytes
+from tasks.errors import FrameInputError
 
 __all__ = [
     "CachedEmbedder",
@@ -31,7 +33,9 @@ __all__ = [
     "LocalMiniLM",
     "OpenAIEmbedder",
     "make_embed_fn",
+    "native_bf16",
     "normalise_rows",
+    "resolve_precision",
     "same_length_groups",
 ]
 
@@ -97,16 +101,58 @@ def same_length_groups(tokenizer: Any, texts: Sequence[str], max_tokens: int) ->
     return [(n, groups[n]) for n in sorted(groups, reverse=True)]
 
 
-class LocalMiniLM:
-    """all-MiniLM-L6-v2 on CPU (384 dims); the model is loaded lazily, once per process."""
+PRECISIONS = ("auto", "fp32", "bf16")
+BF16_TOLERANCE = (
+    0.002  # max |score difference| bf16 vs fp32 the docs promise (benchmarks/scoring.py checks it)
+)
 
-    name = MINILM_NAME
+
+def native_bf16(cpuinfo: str | None = None) -> bool:
+    """Whether this CPU has bf16 instructions (AVX512-BF16 or AMX-BF16). Elsewhere torch emulates bf16,
+    which is slower than fp32, so `auto` keeps fp32 there."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return False
+    flags = {
+        f for line in cpuinfo.splitlines() if line.startswith("flags") for f in line.split(":", 1)[-1].split()
+    }
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
+def resolve_precision(setting: str = "auto") -> str:
+    """ "fp32" or "bf16" for a MiniLM precision setting: an explicit one wins, then $FRAME_EMBED_PRECISION,
+    then `auto` = bf16 where the CPU has native bf16 instructions, else fp32."""
+    if setting == "auto":
+        setting = os.environ.get("FRAME_EMBED_PRECISION", "").strip().lower() or "auto"
+        where = "FRAME_EMBED_PRECISION"
+    else:
+        where = "embed_precision"
+    if setting not in PRECISIONS:
+        raise FrameInputError(where, f"must be one of {', '.join(PRECISIONS)} (got {setting!r})")
+    if setting == "auto":
+        return "bf16" if native_bf16() else "fp32"
+    return setting
+
+
+class LocalMiniLM:
+    """all-MiniLM-L6-v2 on CPU (384 dims); the model is loaded lazily, once per process.
+
+    `precision` "bf16" runs the forward pass under bf16 autocast (about 1.4x faster on CPUs with bf16
+    instructions; vectors within ~0.002 of fp32, scores within BF16_TOLERANCE). The precision is part of
+    the name, so the cache folder and every judge name say which one produced a value."""
+
     dim = MINILM_DIM
 
-    def __init__(self, batch_size: int = 64) -> None:
+    def __init__(self, batch_size: int = 64, precision: str = "fp32") -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1 (got {batch_size})")
+        if precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision must be fp32 or bf16 (got {precision!r})")
         self.batch_size = batch_size
+        self.precision = precision
+        self.name = MINILM_NAME if precision == "fp32" else f"{MINILM_NAME}+bf16"
 
     def embed(self, texts: list[str]) -> np.ndarray:
         texts = list(texts)
@@ -114,11 +160,17 @@ class LocalMiniLM:
         if not texts:
             return out
         model = _minilm()
+        if self.precision == "bf16":
+            import torch
+
+            autocast: Any = torch.autocast("cpu", dtype=torch.bfloat16)
+        else:
+            autocast = nullcontext()
         # Each forward pass holds texts of one token length (no pad positions) and at least _MIN_TOKENS
         # tokens in all (tiny matrices take another BLAS kernel): a text's vector then does not depend on
         # which texts share its batch (padding or a tiny batch moved it by ~1e-7), and no compute goes to
         # pad positions (~20% faster on mixed lengths). The lock keeps the fast tokenizer single-threaded.
-        with _ENCODE_LOCK:
+        with _ENCODE_LOCK, autocast:
             for length, rows in same_length_groups(model.tokenizer, texts, MINILM_MAX_TOKENS):
                 for start in range(0, len(rows), self.batch_size):
                     chunk = [texts[i] for i in rows[start : start + self.batch_size]]
@@ -134,7 +186,7 @@ class LocalMiniLM:
         return normalise_rows(out)
 
     def __repr__(self) -> str:
-        return f"LocalMiniLM(batch_size={self.batch_size})"
+        return f"LocalMiniLM(batch_size={self.batch_size}, precision={self.precision!r})"
 
 
 # ---------------------------------------------------------------- OpenAI-compatible endpoint
@@ -180,16 +232,146 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def _key(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8")).digest()
+
+
+MAX_SHARDS = 64  # more shard files than this are merged into one (when a store looks for new shards)
+
+
+class VectorStore:
+    """The vectors of one embedder on disk, as shard files of (sha256(text), vector) rows.
+
+    One shard is written (atomically) per batch of new vectors, not one file per text: a cold run writes a
+    few hundred files instead of thousands, and a warm run reads each shard once, memory-mapped, into an
+    in-process index. Shards are never changed in place. An unreadable shard is logged by path and
+    removed, and a row that is not a finite vector of the right size is skipped: their texts count as
+    misses and are embedded again. One store per folder per process (see :func:`vector_store`)."""
+
+    def __init__(self, root: Path, dim: int = 0) -> None:
+        self.root = root
+        self.dim = dim
+        self.lock = threading.RLock()  # held while misses are embedded: concurrent callers wait, not repeat
+        self._vectors: dict[bytes, np.ndarray] = {}
+        self._where: dict[bytes, Path] = {}
+        self._loaded: set[str] = set()
+
+    def _dtype(self, dim: int) -> np.dtype:
+        return np.dtype([("key", "S32"), ("vec", "<f4", (dim,))])
+
+    def refresh(self) -> None:
+        """Index shards written since the last look (by this or another process)."""
+        with self.lock:
+            try:
+                names = sorted(p.name for p in self.root.glob("*.npy"))
+            except OSError:
+                names = []
+            for name in names:
+                if name not in self._loaded:
+                    self._loaded.add(name)
+                    self._read(self.root / name)
+            if len(self._loaded) > MAX_SHARDS:
+                self._compact()
+
+    def _read(self, path: Path) -> None:
+        try:
+            rows = np.load(path, mmap_mode="r", allow_pickle=False)
+            fields = rows.dtype.names or ()
+            if rows.ndim != 1 or fields != ("key", "vec") or rows.dtype["vec"].ndim != 1:
+                raise ValueError(f"not an embedding shard (dtype {rows.dtype}, shape {rows.shape})")
+            vecs = np.asarray(rows["vec"], dtype=np.float32)
+            keys = np.asarray(rows["key"])
+        except FileNotFoundError:
+            return  # merged away by another process meanwhile
+        except Exception as exc:  # torn or foreign file: drop it; its texts are embedded again
+            log.warning("ignoring and removing unreadable embedding cache shard %s: %s", path, exc)
+            path.unlink(missing_ok=True)
+            return
+        dim = self.dim or (vecs.shape[1] if vecs.ndim == 2 else 0)
+        if vecs.ndim != 2 or vecs.shape[1] != dim:
+            log.warning(
+                "ignoring embedding cache shard %s: vectors of size %s, expected %s", path, vecs.shape, dim
+            )
+            return
+        ok = np.isfinite(vecs).all(axis=1)
+        if not ok.all():
+            log.warning("ignoring %d malformed vector(s) in embedding cache shard %s", int((~ok).sum()), path)
+        self.dim = dim
+        for key, vec in zip(keys[ok], vecs[ok], strict=True):
+            self._vectors[bytes(key)] = vec
+            self._where[bytes(key)] = path
+
+    def get(self, key: bytes) -> np.ndarray | None:
+        return self._vectors.get(key)
+
+    def shard_of(self, text: str) -> Path | None:
+        """The shard file that holds `text`'s vector (for tests and diagnostics)."""
+        return self._where.get(_key(text))
+
+    def put(self, keys: list[bytes], vectors: np.ndarray) -> Path | None:
+        """Write one shard of `vectors` (rows in the order of `keys`) and index it."""
+        if not keys:
+            return None
+        with self.lock:
+            rows = np.zeros(len(keys), dtype=self._dtype(vectors.shape[1]))
+            rows["key"] = keys
+            rows["vec"] = vectors
+            path = self._write(rows)
+            self.dim = self.dim or int(vectors.shape[1])
+            for key, vec in zip(keys, rows["vec"], strict=True):
+                self._vectors[key] = vec
+                self._where[key] = path
+            return path
+
+    def _write(self, rows: np.ndarray) -> Path:
+        digest = hashlib.sha256(rows["key"].tobytes()).hexdigest()[:24]
+        path = self.root / f"{digest}.npy"
+        buf = io.BytesIO()
+        np.save(buf, rows, allow_pickle=False)
+        atomic_write_bytes(path, buf.getvalue())
+        self._loaded.add(path.name)
+        return path
+
+    def _compact(self) -> None:
+        """Merge every indexed vector into one shard, then remove the shards it replaces."""
+        if not self._vectors:
+            return
+        old = set(self._loaded)
+        keys = list(self._vectors)
+        rows = np.zeros(len(keys), dtype=self._dtype(self.dim))
+        rows["key"] = keys
+        rows["vec"] = np.stack([self._vectors[k] for k in keys])
+        merged = self._write(rows)
+        for name in old - {merged.name}:
+            (self.root / name).unlink(missing_ok=True)
+            self._loaded.discard(name)
+        self._where = dict.fromkeys(keys, merged)
+
+
+_STORES: dict[Path, VectorStore] = {}
+_STORES_LOCK = threading.Lock()
+
+
+def vector_store(root: Path, dim: int = 0) -> VectorStore:
+    """The process-wide store of folder `root` (shared by every embedder object writing there)."""
+    with _STORES_LOCK:
+        store = _STORES.get(root)
+        if store is None:
+            store = _STORES[root] = VectorStore(root, dim)
+        return store
+
+
 class CachedEmbedder:
-    """Wraps `inner` with a per-text ``.npy`` cache; only misses reach `inner`, in one call, each distinct
-    text once. Rows come back in input order."""
+    """Wraps `inner` with a shard cache (:class:`VectorStore`); only misses reach `inner`, in one call,
+    each distinct text once per process even when threads ask at the same time. Rows come back in input
+    order."""
 
     def __init__(self, inner: Embedder, cache_dir: str | Path) -> None:
         self.inner = inner
-        self.root = Path(cache_dir) / "embeddings" / model_slug(inner.name)
+        self.root = Path(cache_dir) / "embeddings" / model_slug(inner.name) / "shards"
+        self.store = vector_store(self.root, inner.dim)
         self.hits = 0
         self.misses = 0
-        self._lock = threading.Lock()
 
     @property
     def name(self) -> str:
@@ -199,61 +381,31 @@ class CachedEmbedder:
     def dim(self) -> int:
         return self.inner.dim
 
-    def path_for(self, text: str) -> Path:
-        h = text_hash(text)
-        return self.root / h[:2] / f"{h}.npy"
-
-    def _load(self, path: Path) -> np.ndarray | None:
-        try:
-            with open(path, "rb") as fh:
-                vec = np.load(fh, allow_pickle=False)
-        except FileNotFoundError:
-            return None
-        except Exception as exc:  # torn/corrupted file: recompute
-            log.warning("ignoring unreadable embedding cache file %s: %s", path, exc)
-            return None
-        dim = self.inner.dim
-        if (
-            not isinstance(vec, np.ndarray)
-            or vec.ndim != 1
-            or vec.size == 0
-            or (dim and vec.shape[0] != dim)
-            or not np.all(np.isfinite(vec))
-        ):
-            log.warning("ignoring malformed embedding cache file %s", path)
-            return None
-        return vec.astype(np.float32, copy=False)
-
-    def _store(self, path: Path, vec: np.ndarray) -> None:
-        buf = io.BytesIO()
-        np.save(buf, np.ascontiguousarray(vec, dtype=np.float32), allow_pickle=False)
-        atomic_write_bytes(path, buf.getvalue())
+    def shard_of(self, text: str) -> Path | None:
+        return self.store.shard_of(text)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         texts = list(texts)
-        vectors: dict[str, np.ndarray] = {}
-        missing: list[str] = []
-        for text in dict.fromkeys(texts):  # distinct, first-occurrence order
-            vec = self._load(self.path_for(text))
-            if vec is None:
-                missing.append(text)
-            else:
-                vectors[text] = vec
-        if missing:
-            arr = normalise_rows(self.inner.embed(missing))
-            if arr.shape[0] != len(missing):
-                raise ValueError(
-                    f"{self.inner.name}: embed returned {arr.shape[0]} vectors for {len(missing)} texts"
-                )
-            for text, vec in zip(missing, arr, strict=True):
-                self._store(self.path_for(text), vec)
-                vectors[text] = vec
-        with self._lock:
-            self.hits += len(vectors) - len(missing)
+        keys = {t: _key(t) for t in texts}
+        store = self.store
+        with store.lock:
+            missing = [t for t, k in keys.items() if store.get(k) is None]
+            if missing:
+                store.refresh()  # another process may have written them meanwhile
+                missing = [t for t in missing if store.get(keys[t]) is None]
+            if missing:
+                arr = normalise_rows(self.inner.embed(missing))
+                if arr.shape[0] != len(missing):
+                    raise ValueError(
+                        f"{self.inner.name}: embed returned {arr.shape[0]} vectors for {len(missing)} texts"
+                    )
+                store.put([keys[t] for t in missing], arr)
+            vectors = [store.get(keys[t]) for t in texts]
+            self.hits += len(keys) - len(missing)
             self.misses += len(missing)
         if not texts:
             return np.zeros((0, self.inner.dim), dtype=np.float32)
-        return normalise_rows(np.stack([vectors[t] for t in texts]))
+        return normalise_rows(np.stack(vectors))
 
     def __repr__(self) -> str:
         return f"CachedEmbedder({self.inner!r}, root={str(self.root)!r})"

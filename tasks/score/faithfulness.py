@@ -528,13 +528,24 @@ class OfflineFaithfulnessJudge:
         if not g.passages:
             return self._empty(claims, 1, "the grounding set has no passage")
         analyses = [self._analysis(g, c) for c in claims]
+        vec = self._vectors(self._stage1_texts(claims, analyses))
+        return [self._stage1(g, c, a, vec) for c, a in zip(claims, analyses, strict=True)]
+
+    @staticmethod
+    def _stage1_texts(claims: Sequence[Claim], analyses: Sequence[_Analysis]) -> list[str]:
         texts: list[str] = []
         for c, a in zip(claims, analyses, strict=True):
             if a.verbatim is None:
                 texts.append(c.content)
                 texts.extend(u.text for u in a.units)
-        vec = self._vectors(texts)
-        return [self._stage1(g, c, a, vec) for c, a in zip(claims, analyses, strict=True)]
+        return texts
+
+    def embedding_texts(self, claims: Sequence[Claim], grounding: Sequence[GroundingText]) -> list[str]:
+        """The texts stage 1 of `verify(claims, grounding)` embeds (its analyses are memoised for it)."""
+        g = self._grounds.get(grounding)
+        if not claims or not g.passages:
+            return []
+        return self._stage1_texts(claims, [self._analysis(g, c) for c in claims])
 
     def _stage1(self, g: _Ground, claim: Claim, a: _Analysis, vec: dict[str, np.ndarray]) -> ItemScore:
         units = list(a.units)  # fixed by _analysis; only scores are (re)computed here
@@ -1128,3 +1139,10 @@ class FaithfulnessFamily(
 
     def measure(self, inputs: Inputs, *, max_items: int, seed: int) -> MetricResult:
         return faithfulness(inputs.generated, inputs.grounding, self.judge, max_items=max_items, seed=seed)
+
+    def embedding_texts(self, inputs: Inputs) -> list[str]:
+        if not isinstance(self.judge, OfflineFaithfulnessJudge):
+            return []
+        claims = self.judge.extract_claims(inputs.generated)
+        sample = sample_items(claims, self.env.settings.max_items, inputs.seed)
+        return self.judge.embedding_texts(sample, inputs.grounding)

@@ -1,14 +1,10 @@
 """Leaderboard of scored systems (paper 000 Table 6): bootstrap CIs, paired tests, win matrices.
 
-Input is the long score table, one row per (instance_id, system, metric): ``instance_id``, ``category``,
-``system``, ``metric``, ``value`` (NaN/None = undefined for that instance), ``judge``. ``leaderboard``
-gives one row per (system, scope, metric), scope "overall" or a category: the mean over instances and
-a seeded percentile bootstrap CI. ``leaderboard_markdown`` shows systems as columns and metric x scope
-rows (gold, the pseudo-system, as a reference column at the right); ``paired_tests`` compares each
-system with the next best (paired bootstrap CI, sign-flip permutation p-value); ``win_matrix`` counts
-per-instance wins. Every cell, pair and matrix reads its values ordered by instance_id and draws from
-its own seeded generator, so the output is the same bytes whatever the row order of the input.
-Definitions: docs/metrics/leaderboard.md.
+From the long score table (one row per instance, system, metric; NaN = undefined): ``leaderboard`` (mean
+and seeded percentile bootstrap CI per system, scope and metric, plus the FRAME score that orders the
+systems), ``leaderboard_markdown`` (title, systems best first, gold marked as the ceiling, baselines
+marked), ``paired_tests`` (each system vs the next best) and ``win_matrix`` (per-instance wins). The
+output is the same bytes whatever the row order of the input. Definitions: docs/metrics/leaderboard.md.
 """
 
 from __future__ import annotations
@@ -23,14 +19,20 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from schemas.config import CATEGORY_LABELS, CATEGORY_ORDER
+from schemas.evaluation import BUILTIN_NAMES
 from tasks.score import registry
 
 __all__ = [
+    "BASELINES",
     "BOARD_COLUMNS",
     "CATEGORY_ORDER",
     "OVERALL",
     "PAIRED_COLUMNS",
+    "PRIMARY",
+    "PRIMARY_COLUMNS",
     "REFERENCE",
+    "SCOPE_LABELS",
     "WIN_COLUMNS",
     "bootstrap_ci",
     "cell_seed",
@@ -43,7 +45,9 @@ __all__ = [
     "paired_tests",
     "paired_tests_csv",
     "primary_metrics",
+    "primary_scores",
     "ranking",
+    "ranking_metrics",
     "scope_order",
     "self_judged_notes",
     "win_matrices",
@@ -52,19 +56,7 @@ __all__ = [
 ]
 
 OVERALL = "overall"
-CATEGORY_ORDER: tuple[str, ...] = (
-    "financial_quarterly",
-    "financial_annual",
-    "academic_simple",
-    "academic_complex",
-)
-SCOPE_LABELS = {
-    OVERALL: "Overall",
-    "financial_quarterly": "Financial Qtr.",
-    "financial_annual": "Financial Ann.",
-    "academic_simple": "Academic Simp.",
-    "academic_complex": "Academic Comp.",
-}
+SCOPE_LABELS = {OVERALL: "Overall", **CATEGORY_LABELS}
 BOARD_COLUMNS: tuple[str, ...] = (
     "system",
     "scope",
@@ -90,6 +82,14 @@ PAIRED_COLUMNS: tuple[str, ...] = (
 WIN_COLUMNS: tuple[str, ...] = ("metric", "system", "versus", "n", "wins", "losses", "ties")
 REQUIRED_SCORE_COLUMNS = ("instance_id", "category", "system", "metric", "value")
 REFERENCE = "gold"  # the gold report scored against itself: a ceiling shown for reference, never ranked
+# The builtin non-LLM baselines (tasks.generate.baselines): ranked like any system, but marked on the
+# board as references (a floor to beat), not as contenders. A config may give them other names: callers
+# that know the systems' identities pass ``baselines`` explicitly.
+BASELINES: tuple[str, ...] = tuple(n for n in BUILTIN_NAMES if n != REFERENCE)
+PRIMARY = "frame_score"  # key of the composite primary score (never a metric of the score table)
+PRIMARY_LABEL = "FRAME score"
+PRIMARY_COLUMNS: tuple[str, ...] = ("system", "scope", "n", "mean", "ci_low", "ci_high")
+PRIMARY_METHOD = "percentile bootstrap over instances, resampled jointly for the metrics it averages"
 CI_METHOD = "percentile bootstrap over instances (scipy.stats.bootstrap)"
 PAIRED_METHOD = (
     "paired percentile bootstrap over instances (CI); two-sided paired permutation test by sign flips "
@@ -258,15 +258,15 @@ def leaderboard(
     Columns: system, scope, metric, n (instances with a defined value), n_undefined (NaN values
     excluded), mean, ci_low, ci_high, judges (distinct ``judge`` values of the cell, ";"-joined).
     Rows are ordered by system (sorted), scope (``scope_order``), metric (``metric_order``). The
-    bootstrap settings are kept in ``board.attrs["bootstrap"]`` for the markdown caption.
+    bootstrap settings are kept in ``board.attrs["bootstrap"]`` for the markdown caption, the primary
+    score of each (system, scope) (``primary_scores``, same seed and resamples) in
+    ``board.attrs["primary"]`` (its rows under "rows"): ``leaderboard_markdown`` orders the systems by it.
 
     An instance with no category counts only in "overall". Duplicate (instance_id, system, metric) rows
     (e.g. two judges for one metric) are an error: filter the scores to one judge per metric first.
     """
     df = _checked_scores(scores)
-    overall = df.assign(scope=OVERALL)
-    by_cat = df[df["category"].notna()].assign(scope=lambda d: d["category"].astype(str))
-    long = pd.concat([overall, by_cat], ignore_index=True)
+    long = _long(df)
     rows = [
         _cell_row(key, cell, seed, n_resamples, confidence)
         for key, cell in long.groupby(["system", "scope", "metric"], sort=False)
@@ -278,7 +278,95 @@ def leaderboard(
         "n_resamples": n_resamples,
         "seed": seed,
     }
+    primary = _primary_frame(long, seed, n_resamples, confidence)
+    board.attrs["primary"] = {**primary.attrs["primary"], "rows": primary.to_dict("records")}
     return board
+
+
+def _long(df: pd.DataFrame) -> pd.DataFrame:
+    """The checked scores with a ``scope`` column: every row once as "overall", once as its category."""
+    overall = df.assign(scope=OVERALL)
+    by_cat = df[df["category"].notna()].assign(scope=lambda d: d["category"].astype(str))
+    return pd.concat([overall, by_cat], ignore_index=True)
+
+
+# ---------------------------------------------------------------- the primary score
+
+
+def ranking_metrics(metrics: Iterable[str]) -> list[str]:
+    """What the primary score is made of: FRAME's three metrics (registry.DEFAULT) among ``metrics``;
+    when none of them is there, the first metric in ``metric_order`` alone."""
+    present = metric_order(metrics)
+    return [m for m in present if m in registry.DEFAULT] or present[:1]
+
+
+def _primary_cell(vals: np.ndarray, seed: int, n_resamples: int, confidence: float) -> tuple[float, ...]:
+    """(n, mean, low, high) of one system and scope: ``vals`` is instances (sorted) x metrics, NaN where
+    undefined. mean = the mean over metrics of each metric's mean over its defined values (NaN when a
+    metric has none); the CI resamples instances jointly for all metrics (percentile bootstrap)."""
+    defined = ~np.isnan(vals)
+    n = int(defined.any(axis=1).sum())
+    counts = defined.sum(axis=0)
+    if vals.size == 0 or (counts == 0).any():
+        return (n, math.nan, math.nan, math.nan)
+    filled = np.where(defined, vals, 0.0)
+    mean = float(np.mean(filled.sum(axis=0) / counts))
+    rows = vals.shape[0]
+    if rows == 1 or bool(np.all(vals[defined] == vals[defined][0])):
+        return (n, mean, mean, mean)
+    rng = np.random.default_rng(seed)
+    chunk = max(1, 4_000_000 // (rows * vals.shape[1]))  # bounds the memory of one resampling batch
+    means = []
+    for start in range(0, n_resamples, chunk):
+        idx = rng.integers(0, rows, size=(min(chunk, n_resamples - start), rows))
+        sums, cnts = filled[idx].sum(axis=1), defined[idx].sum(axis=1)
+        per_metric = np.where(cnts > 0, sums / np.maximum(cnts, 1), np.nan)
+        means.append(per_metric.mean(axis=1))  # NaN where a resample drew no value of some metric
+    boot = np.concatenate(means)
+    boot = boot[~np.isnan(boot)]
+    if boot.size == 0:
+        return (n, mean, math.nan, math.nan)
+    tail = (1.0 - confidence) / 2.0
+    low, high = (float(x) for x in np.quantile(boot, [tail, 1.0 - tail]))
+    return (n, mean, min(low, mean), max(high, mean))  # last-ulp guard, as in bootstrap_ci
+
+
+def _primary_frame(long: pd.DataFrame, seed: int, n_resamples: int, confidence: float) -> pd.DataFrame:
+    metrics = ranking_metrics(long["metric"].unique()) if len(long) else []
+    composite = len(metrics) >= 2
+    rows = []
+    if composite:
+        sub = long[long["metric"].isin(metrics)]
+        for (system, scope), cell in sub.groupby(["system", "scope"], sort=True):
+            wide = cell.pivot(index="instance_id", columns="metric", values="value")
+            vals = wide.reindex(columns=metrics).sort_index().to_numpy(dtype=float)
+            n, mean, low, high = _primary_cell(
+                vals, cell_seed(seed, str(system), str(scope), PRIMARY), n_resamples, confidence
+            )
+            rows.append(
+                {"system": system, "scope": scope, "n": n, "mean": mean, "ci_low": low, "ci_high": high}
+            )
+    out = pd.DataFrame(rows, columns=list(PRIMARY_COLUMNS))
+    out.attrs["primary"] = {
+        "metrics": metrics,
+        "composite": composite,
+        "label": PRIMARY_LABEL if composite else (metrics[0] if metrics else ""),
+        "method": PRIMARY_METHOD,
+    }
+    return out
+
+
+def primary_scores(
+    scores: pd.DataFrame, *, seed: int = 0, n_resamples: int = 2000, confidence: float = 0.95
+) -> pd.DataFrame:
+    """The FRAME score of each (system, scope): the unweighted mean of the system's means of
+    structure, coverage and faithfulness (those scored; ``ranking_metrics``), each over its defined
+    values, with a seeded percentile bootstrap CI that resamples the instances jointly for the three
+    metrics (seed = ``cell_seed(seed, system, scope, PRIMARY)``). Columns PRIMARY_COLUMNS; n counts
+    the instances with at least one defined value. A system lacking every value of one of the metrics
+    has no score (NaN). With a single ranking metric there is no composite: the frame is empty and
+    ``attrs["primary"]["label"]`` names that metric (the board orders by it directly)."""
+    return _primary_frame(_long(_checked_scores(scores)), seed, n_resamples, confidence)
 
 
 # ---------------------------------------------------------------- rankings, paired tests, win matrices
@@ -480,6 +568,20 @@ def self_judged_notes(judge_model: str | None, system_models: Mapping[str, str |
 
 # ---------------------------------------------------------------- rendering
 
+CEILING, BASELINE, SELF_JUDGED = "ceiling", "baseline", "self-judged"
+_LEGEND = {
+    CEILING: (
+        f"_{CEILING}: `{REFERENCE}` is the gold report scored against itself: the ceiling each metric "
+        "reaches, shown for reference, never ranked or bold._"
+    ),
+    BASELINE: (
+        f"_{BASELINE}: a builtin non-LLM reference system (copy-sample returns the sample report S "
+        "unchanged, extractive fills S's headings with passages of the grounding documents): a floor to "
+        "beat, ranked like the others._"
+    ),
+    SELF_JUDGED: "_self-judged: the judge model is the system's own model; its judged scores may favour it._",
+}
+
 
 def _fmt(x: float) -> str:
     return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
@@ -503,25 +605,83 @@ def _md_escape(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _label(system: str, notes: Mapping[str, str] | None) -> str:
-    """A system's name with its flag(s) beside it: gold is marked as the reference column."""
-    flags = [str(notes[system])] if notes and notes.get(system) else []
-    if system == REFERENCE:
-        flags.insert(0, "reference")
+def _flags(
+    present: Iterable[str], notes: Mapping[str, str] | None, baselines: Iterable[str] | None
+) -> dict[str, list[str]]:
+    """Per system, the flags shown beside its name: "ceiling" (gold), "baseline", then its note."""
+    base = set(BASELINES if baselines is None else baselines)
+    out = {}
+    for s in present:
+        flags = [CEILING] if s == REFERENCE else [BASELINE] if s in base else []
+        if notes and notes.get(s):
+            flags.append(str(notes[s]))
+        out[s] = flags
+    return out
+
+
+def _label(system: str, flags: Mapping[str, list[str]]) -> str:
+    """A system's name with its flag(s) beside it, e.g. ``gold _(ceiling)_``."""
     text = _md_escape(system)
-    return f"{text} _({_md_escape('; '.join(flags))})_" if flags else text
+    shown = flags.get(system) or []
+    return f"{text} _({_md_escape('; '.join(shown))})_" if shown else text
+
+
+def _legend(flags: Mapping[str, list[str]], order: Iterable[str]) -> list[str]:
+    """The footnotes of the flags shown on the board (reference rows first), one line each."""
+    shown = {f for s in order for f in flags.get(s, [])}
+    return [x for f in (CEILING, BASELINE, SELF_JUDGED) if f in shown for x in (_LEGEND[f], "")]
 
 
 def _metric_label(metric: str) -> str:
     return f"{metric} (lower is better)" if metric in registry.lower_is_better() else metric
 
 
-def _system_order(present: Iterable[str], systems: Sequence[str] | None) -> list[str]:
-    """``systems`` first (those present), then the others sorted; the reference always last."""
+def _primary(board: pd.DataFrame) -> dict:
+    """The primary score of the board: {metrics, composite, label, rows}. Read from ``attrs`` (set by
+    ``leaderboard``); a board without them (e.g. read back from CSV) gets the means of its cells and no CI."""
+    info = dict(board.attrs.get("primary") or {})
+    if info.get("metrics") is not None and "rows" in info:
+        return info
+    metrics = ranking_metrics(board["metric"].unique())
+    composite = len(metrics) >= 2
+    rows = []
+    if composite:
+        sub = board[board["metric"].isin(metrics)]
+        for (system, scope), g in sub.groupby(["system", "scope"], sort=True):
+            means = g.set_index("metric")["mean"].reindex(metrics).to_numpy(dtype=float)
+            mean = float(means.mean()) if not np.isnan(means).any() else math.nan
+            rows.append(
+                {"system": system, "scope": scope, "n": int(g["n"].max())}
+                | {"mean": mean, "ci_low": math.nan, "ci_high": math.nan}
+            )
+    label = PRIMARY_LABEL if composite else (metrics[0] if metrics else "")
+    return {"metrics": metrics, "composite": composite, "label": label, "method": "", "rows": rows}
+
+
+def _primary_means(board: pd.DataFrame, primary: dict) -> dict[str, float]:
+    """Each system's overall primary score: the composite's, else its single metric's overall mean."""
+    if primary["composite"]:
+        return {str(r["system"]): float(r["mean"]) for r in primary["rows"] if r["scope"] == OVERALL}
+    if not primary["metrics"]:
+        return {}
+    cells = board[(board["scope"] == OVERALL) & (board["metric"] == primary["metrics"][0])]
+    return {str(r["system"]): float(r["mean"]) for r in cells.to_dict("records")}
+
+
+def _system_order(
+    present: Iterable[str], systems: Sequence[str] | None, means: Mapping[str, float], lower: bool
+) -> list[str]:
+    """gold (the ceiling) first; then ``systems`` in the order given (those present), then every other
+    system by its primary score, best first (ties and systems without a score by name, the latter last)."""
     present = set(present)
-    order = [s for s in dict.fromkeys(systems or ()) if s in present]
-    order += sorted(present - set(order))
-    return [s for s in order if s != REFERENCE] + ([REFERENCE] if REFERENCE in present else [])
+    rest = present - {REFERENCE}
+    fixed = [s for s in dict.fromkeys(systems or ()) if s in rest]
+
+    def key(s: str) -> tuple[bool, float, str]:
+        v = means.get(s, math.nan)
+        return (math.isnan(v), 0.0 if math.isnan(v) else (v if lower else -v), s)
+
+    return ([REFERENCE] if REFERENCE in present else []) + fixed + sorted(rest - set(fixed), key=key)
 
 
 def _ci_text(board: pd.DataFrame) -> str:
@@ -535,27 +695,48 @@ def _ci_text(board: pd.DataFrame) -> str:
     )
 
 
-def _caption(board: pd.DataFrame, scopes: list[str], *, wide: bool = False) -> str:
+def _order_text(primary: dict, order: list[str], *, fixed: bool) -> str:
+    """The sentence that says how the systems are ordered and what the primary score is."""
+    metrics = primary["metrics"]
+    if primary["composite"]:
+        names = ", ".join(metrics[:-1]) + f" and {metrics[-1]}"
+        ci = (
+            f"its CI by percentile bootstrap over instances resampled jointly for the {len(metrics)} metrics"
+            if primary.get("method")
+            else "no CI (this board holds no per-instance values)"
+        )
+        what = (
+            f"the {PRIMARY_LABEL} (Overall): the unweighted mean of the system's {names} means, shown in "
+            f"the first rows, {ci}"
+        )
+    elif metrics:
+        what = f"their Overall {_md_escape(_metric_label(metrics[0]))} mean"
+    else:
+        what = "name"
+    lead = f"`{REFERENCE}` (the ceiling) first, then " if REFERENCE in order else ""
+    how = "in the order asked for, the others" if fixed else "systems"
+    return f"Order: {lead}{how} by {what}, best first."
+
+
+def _caption(board: pd.DataFrame, scopes: list[str], order_text: str, *, wide: bool = False) -> str:
+    """The table caption: how the systems are ordered first, then what a cell holds."""
     n_scope = (board["n"] + board["n_undefined"]).groupby(board["scope"]).max()
     counts = ", ".join(f"{SCOPE_LABELS.get(s, s)} {int(n_scope[s])}" for s in scopes if s in n_scope.index)
     n_undef = int(board.loc[board["scope"] == OVERALL, "n_undefined"].sum())
-    parts = [
+    parts = [order_text]
+    if wide:
+        parts.append(
+            "Columns = systems, rows = metric x scope (Overall, then categories), as in paper 000 Table 6."
+        )
+    parts += [
         f"Cells: mean [CI low, CI high] over instances; {_ci_text(board)}.",
         f"n = instances per scope: {counts}.",
     ]
     if wide:
-        parts.insert(
-            0, "Columns = systems, rows = metric x scope (Overall, then categories), as in paper 000 Table 6."
-        )
         parts.append(
-            "Best system per row in bold (lowest where lower is better); a cell with fewer defined values "
-            "than its row shows its own n."
+            "Best system per row in bold (lowest where lower is better; the ceiling never); a cell with "
+            "fewer defined values than its row shows its own n."
         )
-        if REFERENCE in set(board["system"]):
-            parts.append(
-                f"{REFERENCE} _(reference)_ is the gold report scored against itself: a ceiling, never "
-                "ranked or bold."
-            )
     else:
         parts.append("A cell with fewer defined values than its column shows its own n.")
     if n_undef:
@@ -563,18 +744,38 @@ def _caption(board: pd.DataFrame, scopes: list[str], *, wide: bool = False) -> s
     return " ".join(parts)
 
 
-def _notes_legend(notes: Mapping[str, str] | None, present: Iterable[str]) -> list[str]:
-    shown = {str(v) for s, v in (notes or {}).items() if v and s in set(present)}
-    if "self-judged" not in shown:
-        return []
-    return [
-        "_self-judged: the judge model is the system's own model; its judged scores may favour it._",
-        "",
-    ]
+def _title(
+    board: pd.DataFrame, release: str | None, order: list[str], flags: Mapping[str, list[str]]
+) -> list[str]:
+    """The title line (release) and one line saying what is scored."""
+    head = f"# Leaderboard: {_md_escape(release)}" if release else "# Leaderboard"
+    if board.empty:
+        return [head, ""]
+    overall = board[board["scope"] == OVERALL]
+    n_inst = int((overall["n"] + overall["n_undefined"]).max()) if len(overall) else 0
+    cats = [s for s in scope_order(board["scope"].unique()) if s != OVERALL]
+    metrics = metric_order(board["metric"].unique())
+    refs = [s for s in order if CEILING in flags.get(s, []) or BASELINE in flags.get(s, [])]
+    ranked = len(order) - len(refs) + sum(BASELINE in flags.get(s, []) for s in refs)
+    cat_text = f" in {len(cats)} categor{'y' if len(cats) == 1 else 'ies'}" if cats else ""
+    line = (
+        f"Scored: {len(order)} system(s) ({ranked} ranked"
+        + (f"; reference rows: {', '.join(_md_escape(s) for s in refs)}" if refs else "")
+        + f") on {n_inst} instance(s){cat_text}, by {len(metrics)} metric(s): "
+        + ", ".join(_md_escape(m) for m in metrics)
+        + "."
+    )
+    return [head, "", line, ""]
 
 
 def _cells(board: pd.DataFrame) -> dict[tuple[str, str, str], dict]:
     return {(str(r["system"]), str(r["scope"]), str(r["metric"])): r for r in board.to_dict("records")}
+
+
+def _primary_cells(primary: dict) -> dict[tuple[str, str, str], dict]:
+    if not primary["composite"]:
+        return {}
+    return {(str(r["system"]), str(r["scope"]), PRIMARY): r for r in primary["rows"]}
 
 
 def _best(cells: Sequence[dict | None], metric: str) -> float:
@@ -591,8 +792,9 @@ def _cell_text(c: dict | None, best: float, max_n: int) -> str:
         return "–"
     mean = float(c["mean"])
     if math.isnan(mean):
-        return "n/a (n=0)"
-    text = f"{_fmt(mean)} [{_fmt(float(c['ci_low']))}, {_fmt(float(c['ci_high']))}]"
+        return "n/a (n=0)" if int(c["n"]) == 0 else "n/a"
+    low, high = float(c["ci_low"]), float(c["ci_high"])
+    text = _fmt(mean) if math.isnan(low) else f"{_fmt(mean)} [{_fmt(low)}, {_fmt(high)}]"
     if not math.isnan(best) and math.isclose(mean, best, rel_tol=1e-12, abs_tol=0):
         text = f"**{text}**"
     if int(c["n"]) < max_n:
@@ -610,16 +812,18 @@ def _judges_line(board: pd.DataFrame, metrics: list[str]) -> str:
     return f"_Judges: {'; '.join(parts)}._" if parts else ""
 
 
-def _wide_board(board: pd.DataFrame, order: list[str], notes: Mapping[str, str] | None) -> list[str]:
-    """Table 6: systems as columns (the reference last), one row per metric x scope; bold = best
-    non-reference system of the row."""
+def _wide_board(
+    board: pd.DataFrame, order: list[str], flags: Mapping[str, list[str]], primary: dict, order_text: str
+) -> list[str]:
+    """Table 6: systems as columns (gold first, then by primary score), one row per metric x scope, the
+    primary score's rows first; bold = best non-reference system of the row."""
     scopes = scope_order(board["scope"].unique())
     metrics = metric_order(board["metric"].unique())
-    cells = _cells(board)
-    out = [f"_{_caption(board, scopes, wide=True)}_", "", *_notes_legend(notes, order)]
-    out.append("| Metric | Data | " + " | ".join(_label(s, notes) for s in order) + " |")
+    cells = {**_cells(board), **_primary_cells(primary)}
+    out = [f"_{_caption(board, scopes, order_text, wide=True)}_", "", *_legend(flags, order)]
+    out.append("| Metric | Data | " + " | ".join(_label(s, flags) for s in order) + " |")
     out.append("|---|---|" + "---:|" * len(order))
-    for metric in metrics:
+    for metric in ([PRIMARY] if primary["composite"] else []) + metrics:
         first = True
         for scope in scopes:
             row = [cells.get((s, scope, metric)) for s in order]
@@ -631,7 +835,8 @@ def _wide_board(board: pd.DataFrame, order: list[str], notes: Mapping[str, str] 
                 _cell_text(c, math.nan if s == REFERENCE else best, max_n)
                 for s, c in zip(order, row, strict=True)
             ]
-            label = _md_escape(_metric_label(metric)) if first else ""
+            name = f"**{PRIMARY_LABEL}**" if metric == PRIMARY else _md_escape(_metric_label(metric))
+            label = name if first else ""
             out.append(
                 f"| {label} | {SCOPE_LABELS.get(scope, _md_escape(scope))} | " + " | ".join(texts) + " |"
             )
@@ -641,16 +846,22 @@ def _wide_board(board: pd.DataFrame, order: list[str], notes: Mapping[str, str] 
     return out + ([judges, ""] if judges else [])
 
 
-def _per_metric_tables(board: pd.DataFrame, order: list[str], notes: Mapping[str, str] | None) -> list[str]:
-    """One system (with or without gold): one table per metric, rows = systems, columns = scopes. No
-    bold: there is nothing to rank against."""
+def _per_metric_tables(
+    board: pd.DataFrame, order: list[str], flags: Mapping[str, list[str]], primary: dict, order_text: str
+) -> list[str]:
+    """One system (with or without gold): one table per metric (the primary score first), rows =
+    systems, columns = scopes. No bold: there is nothing to rank against."""
     scopes = scope_order(board["scope"].unique())
-    cells = _cells(board)
-    out = [f"_{_caption(board, scopes)}_", "", *_notes_legend(notes, order)]
-    for metric in metric_order(board["metric"].unique()):
-        sub = board[board["metric"] == metric]
-        judges = sorted({j for js in sub["judges"].dropna() for j in str(js).split(";") if j})
-        title = f"### {_metric_label(metric)}" + (f" (judge: {', '.join(judges)})" if judges else "")
+    cells = {**_cells(board), **_primary_cells(primary)}
+    out = [f"_{_caption(board, scopes, order_text)}_", "", *_legend(flags, order)]
+    for metric in ([PRIMARY] if primary["composite"] else []) + metric_order(board["metric"].unique()):
+        if metric == PRIMARY:
+            title = f"### {PRIMARY_LABEL} (mean of {', '.join(primary['metrics'])})"
+            sub = pd.DataFrame(primary["rows"], columns=list(PRIMARY_COLUMNS))
+        else:
+            sub = board[board["metric"] == metric]
+            judges = sorted({j for js in sub["judges"].dropna() for j in str(js).split(";") if j})
+            title = f"### {_metric_label(metric)}" + (f" (judge: {', '.join(judges)})" if judges else "")
         out += [title, ""]
         out.append("| System | " + " | ".join(SCOPE_LABELS.get(s, _md_escape(s)) for s in scopes) + " |")
         out.append("|---|" + "---:|" * len(scopes))
@@ -660,12 +871,12 @@ def _per_metric_tables(board: pd.DataFrame, order: list[str], notes: Mapping[str
         }
         for system in order:
             texts = [_cell_text(cells.get((system, sc, metric)), math.nan, max_n[sc]) for sc in scopes]
-            out.append(f"| {_label(system, notes)} | " + " | ".join(texts) + " |")
+            out.append(f"| {_label(system, flags)} | " + " | ".join(texts) + " |")
         out.append("")
     return out
 
 
-def _paired_markdown(paired: pd.DataFrame, notes: Mapping[str, str] | None) -> list[str]:
+def _paired_markdown(paired: pd.DataFrame, flags: Mapping[str, list[str]]) -> list[str]:
     st = paired.attrs.get("paired") or {}
     level = f"{round(100 * float(st.get('confidence', 0.95)), 2):g}%"
     settings = (
@@ -692,7 +903,7 @@ def _paired_markdown(paired: pd.DataFrame, notes: Mapping[str, str] | None) -> l
         )
         out.append(
             f"| {_md_escape(_metric_label(str(r['metric'])))} | {int(r['rank'])} "
-            f"| {_label(str(r['system']), notes)} | {_label(str(r['versus']), notes)} | {int(r['n'])} "
+            f"| {_label(str(r['system']), flags)} | {_label(str(r['versus']), flags)} | {int(r['n'])} "
             f"| {diff} | {_fmt_p(float(r['p_value']))} |"
         )
     out.append("")
@@ -703,7 +914,7 @@ def _win_cell(wins: int, ties: int) -> str:
     return f"{wins} (+{ties} tie{'' if ties == 1 else 's'})" if ties else str(wins)
 
 
-def _win_markdown(metric: str, wins: pd.DataFrame, notes: Mapping[str, str] | None) -> list[str]:
+def _win_markdown(metric: str, wins: pd.DataFrame, flags: Mapping[str, list[str]]) -> list[str]:
     order = [str(s) for s in wins.index]
     ties = wins.attrs.get("ties") or {}
     better = "lower" if metric in registry.lower_is_better() else "higher"
@@ -714,13 +925,13 @@ def _win_markdown(metric: str, wins: pd.DataFrame, notes: Mapping[str, str] | No
         "mirrored cell. Systems ranked by overall mean, best first."
     )
     out = [f"### Win matrix: {_md_escape(_metric_label(metric))}", "", f"_{caption}_", ""]
-    out.append("| System | " + " | ".join(_label(s, notes) for s in order) + " |")
+    out.append("| System | " + " | ".join(_label(s, flags) for s in order) + " |")
     out.append("|---|" + "---:|" * len(order))
     for a in order:
         texts = [
             "–" if a == b else _win_cell(int(wins.loc[a, b]), int(ties.get(a, {}).get(b, 0))) for b in order
         ]
-        out.append(f"| {_label(a, notes)} | " + " | ".join(texts) + " |")
+        out.append(f"| {_label(a, flags)} | " + " | ".join(texts) + " |")
     out.append("")
     return out
 
@@ -732,28 +943,45 @@ def leaderboard_markdown(
     notes: Mapping[str, str] | None = None,
     paired: pd.DataFrame | None = None,
     wins: Mapping[str, pd.DataFrame] | None = None,
+    release: str | None = None,
+    baselines: Iterable[str] | None = None,
 ) -> str:
-    """The board as Markdown, then (when given) the paired tests and the win matrices.
+    """The board as Markdown: a title (``release``, e.g. "demo/0.1.0") and a line saying what is scored,
+    then the board, then (when given) the paired tests and the win matrices.
 
-    With >= 2 systems besides gold: paper 000 Table 6, systems as columns (``systems`` fixes their
-    order, default sorted; gold last, marked "reference"), rows = metric x scope (Overall, then
-    categories), cells "0.812 [0.774, 0.850]", the best non-gold mean of each row bold (lowest where
-    lower is better; all of them on an exact tie), "(n=k)" on a cell with fewer defined values than
-    its row, "–" for a missing cell. With one system: one table per metric, rows = systems, columns =
-    scopes. ``notes`` maps a system to a flag shown beside its name (e.g. "self-judged").
+    Systems are ordered by their primary score (``ranking_metrics``: the FRAME score, mean of
+    structure, coverage and faithfulness; else the one metric), best first, gold (the ceiling) first;
+    ``systems`` puts the ones it names first, in that order. Reference rows are flagged beside the name
+    with a footnote: gold "ceiling" (never ranked or bold) and the ``baselines`` (default: the builtin
+    copy-sample and extractive) "baseline"; ``notes`` adds a flag of its own (e.g. "self-judged").
+
+    With >= 2 systems besides gold: paper 000 Table 6, systems as columns, rows = the FRAME score then
+    metric x scope (Overall, then categories), cells "0.812 [0.774, 0.850]", the best non-gold mean of
+    each row bold (lowest where lower is better; all of them on an exact tie), "(n=k)" on a cell with
+    fewer defined values than its row, "–" for a missing cell. With one system: one table per metric,
+    rows = systems, columns = scopes.
     """
-    if board.empty:
-        return "_No scores._\n"
-    order = _system_order(board["system"].astype(str), systems)
-    contenders = [s for s in order if s != REFERENCE]
-    out = (
-        _wide_board(board, order, notes) if len(contenders) >= 2 else _per_metric_tables(board, order, notes)
+    present = sorted(board["system"].astype(str).unique())
+    primary = _primary(board)
+    lower = (
+        not primary["composite"]
+        and bool(primary["metrics"])
+        and (primary["metrics"][0] in registry.lower_is_better())
     )
+    order = _system_order(present, systems, _primary_means(board, primary), lower)
+    flags = _flags(order, notes, baselines)
+    out = _title(board, release, order, flags)
+    if board.empty:
+        return "\n".join([*out, "_No scores._", ""])
+    order_text = _order_text(primary, order, fixed=bool([s for s in systems or () if s in present]))
+    contenders = [s for s in order if s != REFERENCE]
+    render = _wide_board if len(contenders) >= 2 else _per_metric_tables
+    out += render(board, order, flags, primary, order_text)
     if paired is not None and not paired.empty:
-        out += _paired_markdown(paired, notes)
+        out += _paired_markdown(paired, flags)
     for metric in metric_order((wins or {}).keys()):
         if len(wins[metric]) >= 2:
-            out += _win_markdown(metric, wins[metric], notes)
+            out += _win_markdown(metric, wins[metric], flags)
     return "\n".join(out)
 
 
@@ -810,15 +1038,26 @@ def leaderboard_files(
     n_resamples: int = 2000,
     systems: Sequence[str] | None = None,
     notes: Mapping[str, str] | None = None,
+    release: str | None = None,
+    baselines: Iterable[str] | None = None,
 ) -> dict[str, str]:
-    """Everything the leaderboard writes, by file name: leaderboard.md (board, paired tests, win
-    matrices of the primary metrics), leaderboard.csv, paired_tests.csv, win_matrix.csv. The
-    bootstrap and the permutation tests use ``n_resamples`` and ``seed``."""
+    """Everything the leaderboard writes, by file name: leaderboard.md (title naming ``release``,
+    board ordered by the primary score, paired tests, win matrices of the primary metrics),
+    leaderboard.csv, paired_tests.csv, win_matrix.csv. The bootstrap and the permutation tests use
+    ``n_resamples`` and ``seed``; ``systems``, ``notes`` and ``baselines`` as in ``leaderboard_markdown``."""
     board = leaderboard(scores, seed=seed, n_resamples=n_resamples)
     paired = paired_tests(scores, seed=seed, n_resamples=n_resamples)
     wins = win_matrices(scores)
     return {
-        "leaderboard.md": leaderboard_markdown(board, systems=systems, notes=notes, paired=paired, wins=wins),
+        "leaderboard.md": leaderboard_markdown(
+            board,
+            systems=systems,
+            notes=notes,
+            paired=paired,
+            wins=wins,
+            release=release,
+            baselines=baselines,
+        ),
         "leaderboard.csv": leaderboard_csv(board),
         "paired_tests.csv": paired_tests_csv(paired),
         "win_matrix.csv": win_matrix_csv(wins),

@@ -159,10 +159,16 @@ class JudgeEnv:
 
 
 def _make_embedder(settings: ScoreSettings, llm: LLMSettings | None, cache_dir: Path):
-    from tasks.score.embed import CachedEmbedder, LocalMiniLM, OpenAIEmbedder, make_embed_fn
+    from tasks.score.embed import (
+        CachedEmbedder,
+        LocalMiniLM,
+        OpenAIEmbedder,
+        make_embed_fn,
+        resolve_precision,
+    )
 
     if settings.embedder == "minilm":
-        inner = LocalMiniLM()
+        inner = LocalMiniLM(precision=resolve_precision(settings.embed_precision))
     elif settings.embedder.startswith("openai:"):
         if llm is None or not llm.base_url:
             raise FrameInputError(
@@ -199,6 +205,25 @@ class MetricFamily:
     def prepare(self, gold: str) -> dict[str, Any]:
         """The per-instance preparation from the gold report (JSON-able); families with prepares=True."""
         raise NotImplementedError
+
+    def embedding_texts(self, inputs: Inputs) -> list[str]:
+        """The texts `score(inputs)` will embed; [] for a family that embeds nothing. The flow embeds the
+        texts of every (instance, system) of a run in one length-sorted batch before scoring, so a
+        distinct text is embedded once and in full batches. Only a speed-up: a text missing here is
+        embedded when `score` asks for it."""
+        return []
+
+    def embeds_ahead(self) -> bool:
+        return type(self).embedding_texts is not MetricFamily.embedding_texts
+
+    def embed_ahead(self, inputs: Sequence[Inputs]) -> int:
+        """Embed the distinct `embedding_texts` of every one of `inputs` in one call; returns how many.
+        Last input first: a judge's per-instance caches (e.g. an LRU of grounding sets) then end up
+        holding the first instances, which the score tasks start with."""
+        texts = list(dict.fromkeys(t for x in reversed(list(inputs)) for t in self.embedding_texts(x)))
+        if texts:
+            self.env.embed(texts)
+        return len(texts)
 
     def prepared_outputs(
         self, prepared: Mapping[str, dict[str, Any]]

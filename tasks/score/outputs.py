@@ -6,6 +6,7 @@ default: a release is immutable, so scores live beside it, never inside it).
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import io
 import json
@@ -20,7 +21,15 @@ from tasks.atomic import atomic_write_bytes, atomic_write_text
 from tasks.score.metric import parquet_bytes
 from tasks.tokens import count_tokens
 
-__all__ = ["ScoreRun", "instance_features", "release_id", "scores_folder", "write_outputs"]
+__all__ = [
+    "ScoreRun",
+    "baselines",
+    "instance_features",
+    "release_id",
+    "scores_folder",
+    "values_text",
+    "write_outputs",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 PLOT_CODE = ("tasks/score/plots.py", "tasks/score/leaderboard.py")
@@ -83,6 +92,12 @@ def score_rows(results: list[tuple[dict, str, MetricResult]]) -> tuple[list[dict
     return scores, evidence
 
 
+def values_text(results: list[MetricResult]) -> str:
+    """The values of one scoring task for a log line: "coverage=0.06195, faithfulness=n/a" (4
+    significant digits: a log reader wants the figure, not the float's last bits)."""
+    return ", ".join(f"{r.metric}={'n/a' if r.value is None else format(r.value, '.4g')}" for r in results)
+
+
 def write_outputs(out: Path, run: ScoreRun) -> None:
     from tasks.score.leaderboard import leaderboard_files
 
@@ -90,20 +105,27 @@ def write_outputs(out: Path, run: ScoreRun) -> None:
     atomic_write_bytes(out / "scores.parquet", parquet_bytes(rows, SCORES_SCHEMA))
     atomic_write_bytes(out / "evidence.parquet", parquet_bytes(evidence, EVIDENCE_SCHEMA))
     scores = pd.DataFrame(rows)
+    release = release_id(run.release)
+    # the board orders systems by their primary score, not by the order they were asked for
     boards = leaderboard_files(
         scores,
         seed=run.settings.seed,
         n_resamples=run.settings.bootstrap,
-        systems=run.systems,
         notes=run.notes,
+        release=release,
+        baselines=baselines(run.extra.get("system_identities"), run.systems),
     )
     for name, text in boards.items():  # leaderboard.md/.csv, paired_tests.csv, win_matrix.csv
         atomic_write_text(out / name, text)
     for name, data in run.files.items():
         atomic_write_bytes(out / name, data)
-    plots = _plots(scores, instance_features(run.release, run.instances), out / "plots")
+    features = instance_features(run.release, run.instances)
+    plots = _plots(
+        scores, features, out / "plots", seed=run.settings.seed, n_resamples=run.settings.bootstrap
+    )
     manifest = {
-        "release": release_id(run.release),
+        "release": release,
+        "scored_at": _now(),  # when this run wrote its outputs (UTC): the report's "Scores computed"
         "release_manifest_sha256": _file_sha(run.release / "manifest.json"),
         "systems": run.systems,
         "metrics": run.selection,
@@ -143,12 +165,15 @@ def instance_features(release: Path, instances: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _plots(scores: pd.DataFrame, features: pd.DataFrame, folder: Path) -> list[Path]:
-    """The bucket plots, redrawn only when their inputs or the plotting code changed (a rerun with
-    nothing new reuses them: drawing ~20 figures is the slowest part of writing the outputs)."""
+def _plots(
+    scores: pd.DataFrame, features: pd.DataFrame, folder: Path, *, seed: int, n_resamples: int
+) -> list[Path]:
+    """The bucket plots, redrawn only when their inputs, their CI settings or the plotting code changed
+    (a rerun with nothing new reuses them: drawing ~20 figures is the slowest part of writing the outputs)."""
     from tasks.score.plots import plot_metric_vs_buckets
 
     h = hashlib.sha256()
+    h.update(json.dumps({"seed": seed, "n_resamples": n_resamples}).encode())
     for rel in PLOT_CODE:
         h.update(rel.encode())
         h.update((ROOT / rel).read_bytes())
@@ -161,9 +186,27 @@ def _plots(scores: pd.DataFrame, features: pd.DataFrame, folder: Path) -> list[P
             return [folder / n for n in seen["files"]]
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    plots = plot_metric_vs_buckets(scores, features, folder)
+    plots = plot_metric_vs_buckets(scores, features, folder, seed=seed, n_resamples=n_resamples)
     atomic_write_text(stamp, json.dumps({"sha256": h.hexdigest(), "files": [p.name for p in plots]}) + "\n")
     return plots
+
+
+def baselines(identities: dict[str, Any] | None, systems: list[str]) -> list[str] | None:
+    """The systems that are builtin non-LLM baselines (copy-sample, extractive, under any name), from
+    their identities; None (the leaderboard's defaults, by name) when the run recorded none."""
+    if not identities:
+        return None
+    return [
+        s
+        for s in systems
+        if isinstance(identities.get(s), dict)
+        and identities[s].get("kind") == "builtin"
+        and identities[s].get("builtin") not in (None, "gold")
+    ]
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
 def release_id(release: Path) -> str:

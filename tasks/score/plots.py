@@ -1,5 +1,6 @@
-"""Metric trends against instance characteristics (paper 000 Figures 5-7): one PNG per metric, the mean
-per system against buckets of gold length, grounding length and table count.
+"""Metric trends against instance characteristics (paper 000 Figures 5-7): one PNG per metric, titled at
+the top, the mean per system with a band of its bootstrap CI (the leaderboard's ``bootstrap_ci``) against
+buckets of gold length, grounding length and table count.
 
 Specification: docs/diagnostics.md, section "Trend plots"
 """
@@ -19,13 +20,14 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from tasks.atomic import atomic_write_bytes
-from tasks.score.leaderboard import metric_order
+from tasks.score.leaderboard import REFERENCE, bootstrap_ci, cell_seed, metric_order
 
 __all__ = [
     "FEATURES",
     "PAPER_EDGES",
     "Buckets",
     "bucketize",
+    "metric_figures",
     "plot_metric_vs_buckets",
     "quantile_edges",
 ]
@@ -174,27 +176,59 @@ def _inputs(scores: pd.DataFrame, features: pd.DataFrame) -> tuple[pd.DataFrame,
     return df, instances, feat_vals
 
 
-def _panel(ax, sub: pd.DataFrame, bk: Buckets, systems: Sequence[str], inst_pos: dict[str, int]) -> None:
-    """One line per system: its mean defined value per bucket (NaN, a gap, where it has none)."""
+def _bucket_stats(
+    vals: np.ndarray,
+    codes: np.ndarray,
+    n_buckets: int,
+    cell: tuple[str, str, str],
+    ci: tuple[int, int, float],
+) -> np.ndarray:
+    """(mean, ci_low, ci_high) per bucket (NaN rows where the system has no defined value): the
+    leaderboard's seeded percentile bootstrap of the mean, seeded per (system, feature bucket, metric)."""
+    system, scope, metric = cell
+    seed, n_resamples, confidence = ci
+    out = np.full((n_buckets, 3), np.nan)
+    for b in range(n_buckets):
+        sel = vals[(codes == b) & ~np.isnan(vals)]
+        if sel.size:
+            out[b] = bootstrap_ci(
+                sel,
+                n_resamples=n_resamples,
+                confidence=confidence,
+                seed=cell_seed(seed, system, f"{scope}#{b}", metric),
+            )
+    return out
+
+
+def _style(k: int, system: str) -> dict:
+    """Line style of the k-th system: gold (the ceiling) dashed grey, the others in the colour cycle."""
+    if system == REFERENCE:
+        return {"color": "0.35", "linestyle": "--", "marker": "_"}
+    return {"color": f"C{k % 10}", "linestyle": "-", "marker": _MARKERS[k % len(_MARKERS)]}
+
+
+def _panel(
+    ax,
+    sub: pd.DataFrame,
+    bk: Buckets,
+    feature: str,
+    systems: Sequence[str],
+    inst_pos: dict[str, int],
+    ci: tuple[int, int, float],
+) -> None:
+    """One line per system: its mean defined value per bucket (NaN, a gap, where it has none), with its
+    bootstrap CI as a shaded band."""
     x = np.arange(len(bk.labels))
+    metric = str(sub["metric"].iloc[0]) if len(sub) else ""
     for k, system in enumerate(systems):
-        rows = sub[sub["system"] == system]
-        codes = bk.codes[[inst_pos[i] for i in rows["instance_id"]]] if len(rows) else np.array([])
-        vals = rows["value"].to_numpy(dtype=float)
-        y = np.full(len(bk.labels), np.nan)
-        for b in range(len(bk.labels)):
-            sel = vals[(codes == b) & ~np.isnan(vals)]
-            if sel.size:
-                y[b] = float(sel.mean())
-        ax.plot(
-            x,
-            y,
-            marker=_MARKERS[k % len(_MARKERS)],
-            color=f"C{k % 10}",
-            linewidth=1.6,
-            markersize=6,
-            label=system,
+        rows = sub[sub["system"] == system].sort_values("instance_id", kind="mergesort")
+        codes = bk.codes[[inst_pos[i] for i in rows["instance_id"]]] if len(rows) else np.array([], dtype=int)
+        st = _bucket_stats(
+            rows["value"].to_numpy(dtype=float), codes, len(bk.labels), (system, feature, metric), ci
         )
+        style = _style(k, system)
+        ax.fill_between(x, st[:, 1], st[:, 2], color=style["color"], alpha=0.15, linewidth=0)
+        ax.plot(x, st[:, 0], linewidth=1.6, markersize=6, label=system, **style)
     ax.set_xticks(x, [f"{lab}\n(n={n})" for lab, n in zip(bk.labels, bk.counts, strict=True)])
     if len(x):
         ax.set_xlim(-0.5, len(x) - 0.5)
@@ -208,13 +242,14 @@ def _figure(
     inst_pos: dict[str, int],
     title: str,
     dpi: int,
+    ci: tuple[int, int, float],
 ) -> Figure:
-    """The three panels of one metric, with a shared legend above and `title` below."""
-    fig = Figure(figsize=(15, 4.6), dpi=dpi)
+    """The three panels of one metric: `title` at the top, the shared legend at the bottom."""
+    fig = Figure(figsize=(15, 5.2), dpi=dpi)
     axes = fig.subplots(1, len(FEATURES), sharey=True)
     any_defined = bool(sub["value"].notna().any())
     for ax, (col, xlabel, _) in zip(axes, FEATURES, strict=True):
-        _panel(ax, sub, buckets[col], systems, inst_pos)
+        _panel(ax, sub, buckets[col], col, systems, inst_pos, ci)
         ax.set_xlabel(xlabel)
         ax.grid(True, axis="y", alpha=0.3)
         if not any_defined:
@@ -222,43 +257,38 @@ def _figure(
     axes[0].set_ylabel(f"{metric} (mean)")
     if not any_defined:
         axes[0].set_ylim(0.0, 1.0)
+    fig.suptitle(title, y=0.985, va="top", fontsize=12)
     if systems:
         handles, labels = axes[0].get_legend_handles_labels()
         fig.legend(
             handles,
             labels,
-            loc="upper center",
-            ncol=min(len(labels), 5),
+            loc="lower center",
+            ncol=min(len(labels), 6),
             frameon=False,
-            bbox_to_anchor=(0.5, 1.0),
+            bbox_to_anchor=(0.5, 0.0),
         )
-    fig.suptitle(title, y=0.02, va="bottom", fontsize=10)
-    fig.tight_layout(rect=(0, 0.05, 1, 0.94))
+    fig.tight_layout(rect=(0, 0.06, 1, 0.95))
     return fig
 
 
-def plot_metric_vs_buckets(
+def metric_figures(
     scores: pd.DataFrame,
     features: pd.DataFrame,
-    out_dir: str | Path,
     *,
     bucketing: str = "quantile",
     max_buckets: int = 5,
     metrics: Sequence[str] | None = None,
     systems: Sequence[str] | None = None,
     dpi: int = 100,
-) -> list[Path]:
-    """Write ``<metric>_vs_buckets.png`` per metric into ``out_dir``; return the paths in metric order.
-
-    ``scores``: one row per (instance_id, system, metric) with ``value`` (NaN = undefined, skipped).
-    ``features``: one row per instance_id with gold_tokens, grounding_tokens, gold_tables. Instances
-    without a feature row (or with a NaN feature) are left out of that panel. ``metrics`` / ``systems``
-    select and order (default: every metric in paper order, systems sorted).
-    """
+    seed: int = 0,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+) -> dict[str, Figure]:
+    """The figure of each metric (in metric order), as ``plot_metric_vs_buckets`` draws them."""
     if bucketing not in ("quantile", "paper"):
         raise ValueError(f"bucketing must be 'quantile' or 'paper', got {bucketing!r}")
     df, instances, feat_vals = _inputs(scores, features)
-    out_dir = Path(out_dir)
     buckets: dict[str, Buckets] = {}
     for col, _, kind in FEATURES:
         vals = feat_vals[col]
@@ -274,11 +304,57 @@ def plot_metric_vs_buckets(
     present = sorted(df["system"].unique())
     chosen_systems = [s for s in systems if s in set(present)] if systems is not None else present
     inst_pos = {iid: i for i, iid in enumerate(instances)}
-
-    paths: list[Path] = []
+    level = f"{round(100 * confidence, 2):g}%"
+    ci = (seed, n_resamples, confidence)
+    out = {}
     for metric in chosen_metrics:
-        title = f"{metric}: performance trends ({bucketing} buckets)"
-        fig = _figure(metric, df[df["metric"] == metric], buckets, chosen_systems, inst_pos, title, dpi)
+        title = (
+            f"{metric}: mean per system by instance characteristics ({bucketing} buckets); "
+            f"bands = {level} bootstrap CI"
+        )
+        out[metric] = _figure(
+            metric, df[df["metric"] == metric], buckets, chosen_systems, inst_pos, title, dpi, ci
+        )
+    return out
+
+
+def plot_metric_vs_buckets(
+    scores: pd.DataFrame,
+    features: pd.DataFrame,
+    out_dir: str | Path,
+    *,
+    bucketing: str = "quantile",
+    max_buckets: int = 5,
+    metrics: Sequence[str] | None = None,
+    systems: Sequence[str] | None = None,
+    dpi: int = 100,
+    seed: int = 0,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+) -> list[Path]:
+    """Write ``<metric>_vs_buckets.png`` per metric into ``out_dir``; return the paths in metric order.
+
+    ``scores``: one row per (instance_id, system, metric) with ``value`` (NaN = undefined, skipped).
+    ``features``: one row per instance_id with gold_tokens, grounding_tokens, gold_tables. Instances
+    without a feature row (or with a NaN feature) are left out of that panel. ``metrics`` / ``systems``
+    select and order (default: every metric in paper order, systems sorted). Each point is a mean with a
+    band of its ``confidence`` bootstrap CI (``n_resamples``, per-point seeds derived from ``seed``).
+    """
+    figures = metric_figures(
+        scores,
+        features,
+        bucketing=bucketing,
+        max_buckets=max_buckets,
+        metrics=metrics,
+        systems=systems,
+        dpi=dpi,
+        seed=seed,
+        n_resamples=n_resamples,
+        confidence=confidence,
+    )
+    out_dir = Path(out_dir)
+    paths: list[Path] = []
+    for metric, fig in figures.items():
         path = out_dir / f"{_slug(metric)}_vs_buckets.png"
         atomic_write_bytes(path, _render(fig))
         paths.append(path)

@@ -387,6 +387,12 @@ class StructureFamily(MetricFamily):
             return self.tree_judge.tree(markdown)[0]
         return report_tree(markdown)
 
+    def embedding_texts(self, inputs: Inputs) -> list[str]:
+        if self.tree_judge is not None:
+            return []  # its trees come from LLM calls: leave them to the (concurrent) score tasks
+        nodes = [*flatten(self.tree(inputs.gold)).objs, *flatten(self.tree(inputs.generated)).objs]
+        return [text for node in nodes for text in node_fields(node)]
+
     def score(self, inputs: Inputs) -> list[MetricResult]:
         a, b = self.tree(inputs.gold), self.tree(inputs.generated)
         value = structural_similarity(a, b, self.similarity, gamma=self.env.settings.gamma)

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from schemas.config import ArxivDomain, EdgarDomain, FrameConfig, LLMSettings
 from schemas.estimate import COUNTED, Estimate, EstimateRow, usd
 from schemas.release import SEMVER
+from schemas.release_rows import structure_from_row
 from schemas.structure import (
     CONTAINERS,
     FillOutput,
@@ -139,7 +140,7 @@ class Reference:
     @classmethod
     def read(cls, path: Path) -> Reference:
         reports = pq.read_table(path / "reports.parquet").to_pylist()
-        structures = {r["report_id"]: r["structure_json"] for r in _table(path, "structures")}
+        structures = {r["report_id"]: structure_from_row(r) for r in _table(path, "structures")}
         instances = _table(path, "instances")
         rows: dict[str, list[dict]] = defaultdict(list)
         for r in _table(path, "grounding_documents"):
@@ -156,7 +157,7 @@ class Reference:
                 domain=r["domain"],
                 category=r["category"],
                 snapshot=r["snapshot"],
-                structure=ReportStructure.model_validate_json(structures[r["report_id"]]),
+                structure=structures[r["report_id"]],
                 fill_tokens=_fill_tokens(r["markdown"], r.get("outline") or ""),
                 g_tokens=sum(int(x.get("tokens") or 0) for x in rows.get(r["report_id"], [])),
             )

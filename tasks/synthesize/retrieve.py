@@ -249,20 +249,20 @@ def _chunks(gset: GroundingSet) -> tuple[list[Passage], list[str], list[bool]]:
     passages: list[Passage] = []
     contexts: list[str] = []
     back_matter: list[bool] = []
-    split_texts: list[tuple[str, Block, list[str]]] = []
+    split_texts: list[tuple[str, Block, list[str], int]] = []
     for (doc_id, b), t in zip(pieces, counts, strict=True):
-        split_texts.append((doc_id, b, _split_long(b, t) if t > MAX_PASSAGE_TOKENS else [b.text]))
-    flat = [x for _, _, parts in split_texts for x in parts]
-    flat_counts = count_tokens_many(flat)
-    pos = 0
-    for doc_id, b, parts in split_texts:
+        split_texts.append((doc_id, b, _split_long(b, t) if t > MAX_PASSAGE_TOKENS else [b.text], t))
+    # only the parts of a split block are counted again (a block kept whole has its count already)
+    split_parts = [x for _, _, parts, _ in split_texts if len(parts) > 1 for x in parts]
+    part_counts = iter(count_tokens_many(split_parts))
+    for doc_id, b, parts, t in split_texts:
         ctx = " ".join([titles.get(doc_id, ""), *b.headings, doc_id.replace("-", " ")])
         back = any(_BACK_MATTER.match(h) for h in b.headings[1:] or b.headings)
         for part in parts:
-            passages.append(Passage(doc_id, part, b.kind, 0.0, flat_counts[pos]))  # type: ignore[arg-type]
+            tokens = next(part_counts) if len(parts) > 1 else t
+            passages.append(Passage(doc_id, part, b.kind, 0.0, tokens))  # type: ignore[arg-type]
             contexts.append(ctx)
             back_matter.append(back)
-            pos += 1
     return passages, contexts, back_matter
 
 

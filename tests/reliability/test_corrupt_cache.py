@@ -12,7 +12,7 @@
     UnicodeDecodeError out of the cache) and a corrupted embedding entry.
 (c) Embedding cache (`tasks/score/embed.py`). Already covered in tests/test_score_embed.py
     (`test_cached_corrupted_file_is_recomputed`: garbage bytes and a wrong dimension are recomputed).
-    Here: a truncated `.npy`, an empty file and a NaN vector, each logged by path, recomputed once.
+    Here: a truncated shard, an empty shard and a NaN vector, each logged by path, recomputed once.
 (d) Content-addressed raw blobs (`tasks/fetch/store.py`). Storing the bytes again repairs a bad blob
     (tests/test_fetch_mirror.py `test_store_layout_idempotence_and_tamper_check`). Here: `read_raw`
     restores a mirror-fetched blob from its mirror file (logged, bad copy quarantined), and fails in
@@ -188,8 +188,10 @@ def test_corrupted_results_and_blob_are_detected_recomputed_and_logged(gw_refere
 
     # recomputed: exactly the three steps; everything else from its cache entry, never rewritten
     lines = task_lines(out)
-    ran = sorted(re.search(r"Task run '(.+)-\w+' ", ln).group(1) for ln in lines if "Completed()" in ln)
-    assert ran == ["build-domain", "convert-paper", "fill"], lines
+    ran = sorted(
+        re.search(r"Task run '([^'·]+?)(?: · [^']*)?' ", ln).group(1) for ln in lines if "Completed()" in ln
+    )
+    assert ran == ["build-domain", "convert", "fill"], lines
     assert len(lines) == total and sum("Cached(" in ln for ln in lines) == total - 3
     assert file_ids({k: p for k, p in keyed_results(data).items() if k in untouched}) == untouched
     assert len(keyed_results(data)) == total
@@ -239,24 +241,30 @@ def test_llm_cache_garbage_and_bad_embedding_entries_are_misses(llm_server, tmp_
 # ----------------------------------------------------------------------------- (c) embedding cache
 
 
-def test_embedding_cache_truncated_empty_and_nan_entries(tmp_path, caplog):
+def test_embedding_cache_truncated_empty_and_nan_shards(tmp_path, caplog):
+    from tasks.score import embed as E
+
     inner = CountingFake()  # the embed tests' deterministic fake
     emb = CachedEmbedder(inner, tmp_path)
-    texts = ["a", "b", "c", "d"]
-    good = emb.embed(texts)
-    full = emb.path_for("a").read_bytes()
-    emb.path_for("a").write_bytes(full[: len(full) - 7])  # torn: header whole, data cut
-    emb.path_for("b").write_bytes(b"")
-    np.save(emb.path_for("c"), np.full(8, np.nan, dtype=np.float32))
+    good = np.vstack([emb.embed([t]) for t in ("a", "b", "c", "d")])  # one shard per text here
+    shards = {t: emb.shard_of(t) for t in "abc"}
+    full = shards["a"].read_bytes()
+    shards["a"].write_bytes(full[: len(full) - 7])  # torn: header whole, data cut
+    shards["b"].write_bytes(b"")
+    rows = np.load(shards["c"])
+    rows["vec"][:] = np.nan
+    np.save(shards["c"], rows)
+    E._STORES.clear()  # as a new process would read them
+    emb = CachedEmbedder(inner, tmp_path)
     with caplog.at_level(logging.WARNING, logger="tasks.score.embed"):
-        again = emb.embed(texts)
+        again = emb.embed(["a", "b", "c", "d"])
     assert inner.calls[-1] == ["a", "b", "c"]  # only the bad entries, once each
     np.testing.assert_allclose(again, good, rtol=1e-6)
-    for t in ("a", "b", "c"):
-        assert any(str(emb.path_for(t)) in r.getMessage() for r in caplog.records), t
-        assert np.load(emb.path_for(t)).shape == (8,)
-    emb.embed(texts)
-    assert len(inner.calls) == 2
+    for t in "abc":
+        assert any(str(shards[t]) in r.getMessage() for r in caplog.records), t
+    E._STORES.clear()
+    CachedEmbedder(inner, tmp_path).embed(["a", "b", "c", "d"])
+    assert len(inner.calls) == 5
 
 
 # --------------------------------------------------------------------------------- (d) raw blobs
