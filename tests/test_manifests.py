@@ -407,22 +407,25 @@ def test_cli_refuses_a_new_version_identical_to_the_last_unless_allowed(built):
     """`frame build` of a new version with nothing changed: one line, exit 2, nothing written;
     `--allow-identical` writes the copy."""
     frame = str(Path(sys.executable).with_name("frame"))
+    # the highest version so far (other tests of this module rebuild `small` as 1.0.x, same content)
+    versions = [p.name for p in (built["data"] / "releases" / "small").iterdir() if p.name[:1].isdigit()]
+    previous = max(versions, key=lambda v: tuple(int(x) for x in v.split(".")))
     config = built["data"].parent / "small.toml"
     env = frame_env(built["data"].parent / "prefect-cli")
     args = [frame, "build", "--config", str(config), "--release", "small", "--domain", D]
-    res = subprocess.run([*args, "--version", "1.0.1"], capture_output=True, text=True, env=env, timeout=900)
+    res = subprocess.run([*args, "--version", "9.0.0"], capture_output=True, text=True, env=env, timeout=900)
     assert res.returncode == 2, res.stderr[-2000:]
     assert res.stderr.strip().splitlines()[-1] == (
-        "frame: error: release small 1.0.1: nothing changed since small 1.0.0: every table is identical, "
-        "so no new version was written (--allow-identical writes the copy anyway)"
+        f"frame: error: release small 9.0.0: nothing changed since small {previous}: every table is "
+        "identical, so no new version was written (--allow-identical writes the copy anyway)"
     )
-    assert not (built["data"] / "releases" / "small" / "1.0.1").exists()
+    assert not (built["data"] / "releases" / "small" / "9.0.0").exists()
     res = subprocess.run(
-        [*args, "--version", "1.0.1", "--allow-identical"],
+        [*args, "--version", "9.0.0", "--allow-identical"],
         capture_output=True,
         text=True,
         env=env,
         timeout=900,
     )
     assert res.returncode == 0, res.stderr[-2000:]
-    assert (built["data"] / "releases" / "small" / "1.0.1" / "manifest.json").is_file()
+    assert (built["data"] / "releases" / "small" / "9.0.0" / "manifest.json").is_file()
