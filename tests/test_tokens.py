@@ -179,4 +179,28 @@ def test_thread_safe_first_use(fresh):
         t.join()
     assert not errors
     assert len(results) == 8 and all(r is results[0] for r in results)
-    assert [p.name for p in fresh.iterdir()] == [tokens.cache_key()]
+    names = sorted(p.name for p in fresh.iterdir())  # the BPE file and its ranks copy, nothing half-written
+    assert names[0] == tokens.cache_key() and len(names) == 2 and names[1].endswith(".marshal")
+
+
+def test_encoder_from_the_ranks_copy_is_tiktokens_own(fresh):
+    # the encoding frame builds (pattern, special tokens, ranks from its marshal copy) must be tiktoken's
+    import tiktoken_ext.openai_public as public
+
+    path = tokens.ensure_o200k()
+    with tokens._tiktoken_cache_env(path.parent):
+        ref = public.o200k_base()
+        lib = tiktoken.get_encoding("o200k_base")
+    assert tokens.O200K_PAT_STR == ref["pat_str"] and tokens.O200K_SPECIAL_TOKENS == ref["special_tokens"]
+    assert len(ref["mergeable_ranks"]) == tokens.O200K_RANKS
+    text = "Net revenue rose 12% to $4.1 billion — ünïcödé 日本語 <|endoftext|>\n\n  tabs\tend 2025-06-28"
+    enc = tokens.get_encoder()
+    assert enc.encode_ordinary(text) == lib.encode_ordinary(text)
+    assert enc.encode(text, allowed_special="all") == lib.encode(text, allowed_special="all")
+    copies = list(path.parent.glob(f"{path.name}.ranks-*.marshal"))
+    assert len(copies) == 1
+    # a damaged copy is not trusted: rebuilt from the verified BPE file
+    blob = copies[0].read_bytes()
+    copies[0].write_bytes(blob[:200] + bytes([blob[200] ^ 1]) + blob[201:])
+    assert tokens._mergeable_ranks(path) == ref["mergeable_ranks"]
+    assert copies[0].read_bytes() == blob
