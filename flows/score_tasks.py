@@ -19,6 +19,7 @@ from schemas.config import LLMSettings
 from schemas.scoring import ScoreSettings
 from tasks.errors import FrameInputError
 from tasks.score import registry
+from tasks.score.embed import resolve_precision
 from tasks.score.metric import Inputs, JudgeEnv
 from tasks.score.outputs import values_text
 
@@ -36,6 +37,8 @@ def judge_env(
     settings: ScoreSettings, llm: LLMSettings | None, embed_llm: LLMSettings | None = None
 ) -> JudgeEnv:
     """One env per settings in this process: its embedder and client are shared by every family."""
+    # the precision `auto` stands for is resolved now, so the env (and its key) names the one in use
+    settings = settings.model_copy(update={"embed_precision": resolve_precision(settings.embed_precision)})
     env = JudgeEnv(settings, llm, cache_dir(), embed_llm)
     with _ENVS_LOCK:
         return _ENVS.setdefault(env.key(), env)

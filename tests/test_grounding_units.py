@@ -148,3 +148,26 @@ def test_facts_table_is_exact_and_needs_no_pandas(tmp_path):
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert res.returncode == 0 and res.stdout.startswith("ok"), res.stderr[-2000:]
+
+
+def test_facts_table_keeps_a_fact_larger_than_the_json_block():
+    # a TextBlock fact can hold a whole note: a row of several MiB must not straddle the reader's blocks
+    import dataclasses
+
+    import pyarrow as pa
+
+    from tasks.ground.documents import facts_table
+    from tests.conftest import CORPUS
+
+    filing = next(iter(sorted((CORPUS / "edgar").glob("*/10-Q/*.htm"))), None)
+    if filing is None:
+        pytest.skip("no EDGAR filing in the corpus")
+    from tasks.ground.documents import ground_source
+
+    facts = ground_source(filing.read_bytes(), filing.name).facts[:3]
+    big = [dataclasses.replace(facts[0], displayed_text="note text " * 300_000), *facts[1:]]
+    table = facts_table(big)
+    ref = pa.Table.from_pydict(
+        {f.name: [getattr(x, f.name) for x in big] for f in table.schema}, schema=table.schema
+    )
+    assert table.equals(ref) and len(table.column("displayed_text")[0].as_py()) == 3_000_000

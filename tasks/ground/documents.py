@@ -202,7 +202,9 @@ def facts_table(facts: list[Fact]) -> pa.Table:
         return pa.Table.from_pydict({n: [r[n] for r in rows] for n in names}, schema=FACTS_SCHEMA)
     data = "\n".join(json.dumps(r, ensure_ascii=False, allow_nan=False) for r in rows).encode("utf-8")
     opts = pa_json.ParseOptions(explicit_schema=FACTS_SCHEMA, unexpected_field_behavior="error")
-    table = pa_json.read_json(io.BytesIO(data), parse_options=opts)
+    # one block for all rows: a row may not straddle blocks (a TextBlock fact can hold a whole note)
+    reads = pa_json.ReadOptions(block_size=max(1 << 20, len(data) + 1))
+    table = pa_json.read_json(io.BytesIO(data), read_options=reads, parse_options=opts)
     return table.cast(FACTS_SCHEMA) if table.schema != FACTS_SCHEMA else table
 
 

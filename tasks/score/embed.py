@@ -228,15 +228,11 @@ def model_slug(name: str) -> str:
     return slug[:100]
 
 
-def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def _key(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8")).digest()
 
 
-MAX_SHARDS = 64  # more shard files than this are merged into one (when a store looks for new shards)
+MAX_SHARDS = 64  # more shard files than this are merged into one when a process opens the store
 
 
 class VectorStore:
@@ -255,6 +251,7 @@ class VectorStore:
         self._vectors: dict[bytes, np.ndarray] = {}
         self._where: dict[bytes, Path] = {}
         self._loaded: set[str] = set()
+        self._opened = False
 
     def _dtype(self, dim: int) -> np.dtype:
         return np.dtype([("key", "S32"), ("vec", "<f4", (dim,))])
@@ -270,8 +267,10 @@ class VectorStore:
                 if name not in self._loaded:
                     self._loaded.add(name)
                     self._read(self.root / name)
-            if len(self._loaded) > MAX_SHARDS:
-                self._compact()
+            if not self._opened:  # merge when a process opens the store, not while it writes
+                self._opened = True
+                if len(self._loaded) > MAX_SHARDS:
+                    self._compact()
 
     def _read(self, path: Path) -> None:
         try:
@@ -283,6 +282,10 @@ class VectorStore:
             keys = np.asarray(rows["key"])
         except FileNotFoundError:
             return  # merged away by another process meanwhile
+        except OSError as exc:  # the file may be fine (EMFILE, EIO...): skip it now, look again later
+            log.warning("could not read embedding cache shard %s: %s", path, exc)
+            self._loaded.discard(path.name)
+            return
         except Exception as exc:  # torn or foreign file: drop it; its texts are embedded again
             log.warning("ignoring and removing unreadable embedding cache shard %s: %s", path, exc)
             path.unlink(missing_ok=True)
@@ -298,8 +301,9 @@ class VectorStore:
             log.warning("ignoring %d malformed vector(s) in embedding cache shard %s", int((~ok).sum()), path)
         self.dim = dim
         for key, vec in zip(keys[ok], vecs[ok], strict=True):
-            self._vectors[bytes(key)] = vec
-            self._where[bytes(key)] = path
+            digest = bytes(key).ljust(32, b"\0")  # numpy drops trailing zero bytes of an S32 value
+            self._vectors[digest] = vec
+            self._where[digest] = path
 
     def get(self, key: bytes) -> np.ndarray | None:
         return self._vectors.get(key)
