@@ -296,20 +296,26 @@ def _semver_key(version: str) -> tuple:
         raise FrameInputError("release version", f"{version!r} is not semver X.Y.Z") from None
 
 
+def latest_version(parent: Path, below: str | None = None) -> Path | None:
+    """The highest version folder under `parent` by semver precedence (only those below `below` when
+    given) that holds a manifest.json; hidden, temporary and non-semver folders are ignored."""
+    limit = semver_key(below) if below is not None else None
+    found = [
+        p
+        for p in (parent.iterdir() if parent.is_dir() else [])
+        if SEMVER.fullmatch(p.name)
+        and (limit is None or semver_key(p.name) < limit)
+        and (p / "manifest.json").is_file()
+    ]
+    return max(found, key=lambda p: semver_key(p.name), default=None)
+
+
 def latest_release(releases_dir: Path, name: str) -> Path | None:
     """The highest-semver `releases_dir/name/<version>` folder holding a manifest.json, or None.
 
     Hidden and temporary folders (`.tmp-..`) and names that are not semver are ignored.
     """
-    base = Path(releases_dir) / name
-    if not base.is_dir():
-        return None
-    candidates = [
-        p
-        for p in base.iterdir()
-        if not p.name.startswith(".") and SEMVER.match(p.name) and (p / "manifest.json").is_file()
-    ]
-    return max(candidates, key=lambda p: _semver_key(p.name), default=None)
+    return latest_version(Path(releases_dir) / name)
 
 
 def _natural(label: str) -> list:

@@ -39,9 +39,9 @@ from schemas.release import (
     ReleaseManifest,
     TableEntry,
     schema_fingerprint,
-    semver_key,
     snapshot_date,
 )
+from tasks.discover import latest_version
 from tasks.errors import FrameInputError
 from tasks.locks import release_lock
 from tasks.release.verify import check_integrity, duplicate_keys, release_files, sha256_file
@@ -503,15 +503,8 @@ def write_release(
 
 
 def previous_version(parent: Path, version: str) -> Path | None:
-    """The highest version folder of a release below `version` (by semver precedence) that holds a
-    manifest.json; hidden, temporary and non-semver folders are ignored."""
-    key = semver_key(version)
-    older = [
-        p
-        for p in (parent.iterdir() if parent.is_dir() else [])
-        if SEMVER.fullmatch(p.name) and semver_key(p.name) < key and (p / "manifest.json").is_file()
-    ]
-    return max(older, key=lambda p: semver_key(p.name), default=None)
+    """The highest version folder of a release below `version` that holds a manifest.json."""
+    return latest_version(parent, below=version)
 
 
 def _table_digests(m: ReleaseManifest) -> dict[str, tuple[str, str, int]]:

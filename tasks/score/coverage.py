@@ -583,8 +583,11 @@ class CoverageFamily(
     def measure(self, inputs: Inputs, *, max_items: int, seed: int) -> MetricResult:
         return coverage(inputs.gold, inputs.generated, self.judge, max_items=max_items, seed=seed)
 
+    def embeds_ahead(self) -> bool:
+        return isinstance(self.judge, OfflineCoverageJudge)  # the LLM judge embeds nothing
+
     def embedding_texts(self, inputs: Inputs) -> list[str]:
-        if not isinstance(self.judge, OfflineCoverageJudge):
+        if not self.embeds_ahead():
             return []
         units = self.judge.extract_units(inputs.gold)
         sample = sample_items(units, self.env.settings.max_items, inputs.seed)

@@ -1140,8 +1140,11 @@ class FaithfulnessFamily(
     def measure(self, inputs: Inputs, *, max_items: int, seed: int) -> MetricResult:
         return faithfulness(inputs.generated, inputs.grounding, self.judge, max_items=max_items, seed=seed)
 
+    def embeds_ahead(self) -> bool:
+        return isinstance(self.judge, OfflineFaithfulnessJudge)  # the LLM judge embeds nothing
+
     def embedding_texts(self, inputs: Inputs) -> list[str]:
-        if not isinstance(self.judge, OfflineFaithfulnessJudge):
+        if not self.embeds_ahead():
             return []
         claims = self.judge.extract_claims(inputs.generated)
         sample = sample_items(claims, self.env.settings.max_items, inputs.seed)

@@ -214,6 +214,7 @@ class MetricFamily:
         return []
 
     def embeds_ahead(self) -> bool:
+        """Whether `embedding_texts` can name anything for this family's judges (else no embed task)."""
         return type(self).embedding_texts is not MetricFamily.embedding_texts
 
     def embed_ahead(self, inputs: Sequence[Inputs]) -> int:

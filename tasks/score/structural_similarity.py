@@ -387,9 +387,12 @@ class StructureFamily(MetricFamily):
             return self.tree_judge.tree(markdown)[0]
         return report_tree(markdown)
 
+    def embeds_ahead(self) -> bool:
+        return self.tree_judge is None  # LLM trees come from LLM calls: left to the concurrent score tasks
+
     def embedding_texts(self, inputs: Inputs) -> list[str]:
-        if self.tree_judge is not None:
-            return []  # its trees come from LLM calls: leave them to the (concurrent) score tasks
+        if not self.embeds_ahead():
+            return []
         nodes = [*flatten(self.tree(inputs.gold)).objs, *flatten(self.tree(inputs.generated)).objs]
         return [text for node in nodes for text in node_fields(node)]
 
