@@ -138,9 +138,11 @@ def ground_domains(
     from flows.settings import configure_prefect
 
     configure_prefect(cfg.build.data_dir)
+    _start_temporary_server()
     import datetime as dt
 
     from flows.ground import run_domains
+    from flows.server import temporary_server_ready
     from flows.settings import route_prefect_console
 
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -153,6 +155,7 @@ def ground_domains(
             nxt = selected[min(progress.tasks[0].completed + 1, len(selected) - 1)]
             progress.update(bar, advance=1, description=f"{row['domain']} {row['status']} -> {nxt}")
 
+        temporary_server_ready()
         summary = run_domains(cfg, selected, on_done=done)
     _print_summary(summary)
     failed = [s for s in summary if s["status"] != "ok"]
@@ -173,21 +176,35 @@ def _prefect_session(cfg) -> None:
     from flows.settings import configure_prefect, route_prefect_console
 
     configure_prefect(cfg.build.data_dir, cfg.run.result_storage)
+    _start_temporary_server()
     import flows.build  # noqa: F401  (imports Prefect, which sets up the logging re-routed below)
 
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     route_prefect_console(cfg.build.data_dir / "logs" / f"build-{stamp}.log")
 
 
-def _run_with_bar(label: str, unit: str, work, poll) -> object:
+def _start_temporary_server() -> None:
+    """Start Prefect's temporary server now (unless an API is configured), so that it comes up while the
+    command imports and plans; `_run_with_bar` waits for it before the flow runs."""
+    from flows.server import start_temporary_server
+
+    start_temporary_server()
+
+
+def _run_with_bar(label: str, unit: str, work, poll, *, server_first: bool = True) -> object:
     """Run `work()` (a flow) in a worker thread while a rich bar shows `poll() -> (done, total|None)`;
-    returns its result or re-raises its exception here, in the main thread."""
+    returns its result or re-raises its exception here, in the main thread. `server_first`: wait for the
+    command's early Prefect server before `work()` (False: `work` waits for it itself)."""
     import threading
 
     box: dict = {}
 
     def run() -> None:
         try:
+            if server_first:
+                from flows.server import temporary_server_ready
+
+                temporary_server_ready()  # started early by the command (flows.server), if at all
             box["result"] = work()
         except BaseException as exc:  # surfaced below, in the main thread
             box["error"] = exc
@@ -925,7 +942,9 @@ def score_cmd(
         options = {"judge": judge, "embedder": embedder, "tree": tree, "max_items": max_items}
         options |= {"embed_precision": embed_precision}
         options |= {"seed": seed, "bootstrap": bootstrap, "gamma": gamma}
-        plan = _score_plan(release, systems, metrics, config, allow_missing, options)
+        plan = _score_plan(
+            release, systems, metrics, config, allow_missing, options, start_server=not dry_run
+        )
         if dry_run:
             _print_score_estimate(release, plan)
             return
@@ -934,17 +953,31 @@ def score_cmd(
     _run_score(release, plan, out)
 
 
-def _score_plan(release: Path, systems: str, metrics: str, config: Path | None, allow_missing: bool, options):
-    """Everything `frame score` resolves before it runs: config, metrics, settings, roles, systems."""
+def _score_plan(
+    release: Path,
+    systems: str,
+    metrics: str,
+    config: Path | None,
+    allow_missing: bool,
+    options,
+    start_server: bool = False,
+):
+    """Everything `frame score` resolves before it runs: config, metrics, settings, roles, systems.
+    `start_server`: start Prefect's temporary server as soon as the data folder is known (flows.server)."""
     import os
     from types import SimpleNamespace
 
     ev, llm, data_dir, run = _eval_or_build_config(config)
+    data_dir = _data_folder(release, data_dir)
+    if start_server:
+        from flows.settings import configure_prefect
+
+        configure_prefect(data_dir, run.result_storage)
+        _start_temporary_server()
     chosen, settings = _score_request(release, metrics, ev, **options)
     judge_llm = ev.judge_settings() if ev is not None and ev.judge is not None else llm
     if judge_llm is not None and judge_llm.backend != "openai":
         judge_llm = None
-    data_dir = _data_folder(release, data_dir)
     cache_dir = Path(os.environ.get("FRAME_CACHE_DIR") or data_dir / "cache")
     named = _score_systems(release, systems, ev, llm, cache_dir, allow_missing)
     return SimpleNamespace(
@@ -997,6 +1030,7 @@ def _run_score(release: Path, plan, out: Path | None) -> None:
 
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     route_prefect_console(plan.data_dir / "logs" / f"score-{stamp}.log")
+    _start_temporary_server()
     started = time.time()
     rel = release.resolve()
     out = out or plan.data_dir / "scores" / rel.parent.name / rel.name
@@ -1007,6 +1041,7 @@ def _run_score(release: Path, plan, out: Path | None) -> None:
             "instance x system x metric",
             lambda: score_flow.score_release(*args, plan.run, plan.embed_llm),
             lambda: (score_flow.PROGRESS["done"], score_flow.PROGRESS["total"] or None),
+            server_first=False,  # score_release starts loading MiniLM, then waits for the server
         )
     except FrameInputError as exc:
         _fail(exc)
@@ -1146,6 +1181,7 @@ def _run_evolve(job, skill0, rounds: int, patience: int, frozen) -> None:
     from flows.settings import configure_prefect, route_prefect_console
 
     configure_prefect(job.data_dir, job.run_settings.result_storage)
+    _start_temporary_server()
     import flows.evolve as evolve_flow
 
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")

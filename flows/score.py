@@ -84,13 +84,39 @@ def score_release(
     `systems` names builtins (or `one-shot` on `llm`) or maps names to ReportSystems; `llm` is the
     judge role's endpoint, `embed_llm` the embedder's (default: the judge's)."""
     from flows.runners import make_task_runner
+    from flows.server import temporary_server_ready
 
     if not isinstance(systems, dict):
         names = list(systems)
         made = systems_for([n for n in names if n != GOLD], None, llm, cache_dir())
         systems = {n: made.get(n) for n in names}  # gold -> None, in the order given
-    flow_on_runner = score_release_flow.with_options(task_runner=make_task_runner(run or RunSettings()))
-    return flow_on_runner(release, systems, settings, llm, out_dir, metrics, embed_llm)
+    runner = make_task_runner(run or RunSettings())
+    warm = _warm_up(
+        runner, judge_env(settings, llm, embed_llm), metrics, len([n for n in systems if n != GOLD])
+    )
+    try:
+        temporary_server_ready()  # a command's early server (flows.server): the model loads meanwhile
+        flow_on_runner = score_release_flow.with_options(task_runner=runner)
+        return flow_on_runner(release, systems, settings, llm, out_dir, metrics, embed_llm)
+    finally:
+        if warm is not None:
+            warm.join()
+
+
+def _warm_up(runner: Any, env: JudgeEnv, metrics: list[str] | None, contenders: int) -> Any:
+    """Start loading MiniLM now when this process's threads will embed with it: the load (~5 s) then
+    overlaps the flow's start (Prefect's temporary server, generation) instead of the first embedding."""
+    if not isinstance(runner, ThreadPoolTaskRunner) or env.settings.embedder != "minilm":
+        return None
+    try:
+        _, families, _ = registry.plan(metrics, contenders)
+    except Exception:  # noqa: BLE001 (the flow reports a bad selection itself)
+        return None
+    if not any(registry.build(f, env).embeds_ahead() for f in families):
+        return None
+    from tasks.score.embed import warm_up_minilm
+
+    return warm_up_minilm()
 
 
 def _notes(systems: dict[str, ReportSystem | None], llm: LLMSettings | None, env: JudgeEnv) -> dict[str, str]:
@@ -206,19 +232,33 @@ class _Job:
                     todo.append(
                         (inst, system, family, cls.inputs(iid, generated[system][iid], seed, **available))
                     )
-        # each family's texts are embedded ahead in one batch (a cached task: a rerun skips it)
-        ahead = {f: self._embed_ahead(f, [x[3] for x in todo if x[2] == f]) for f in families}
-        futures = []
-        for inst, system, family, inputs in todo:
-            digests = registry.family(family).input_digests(inputs)
-            wait = [ahead[family]] if ahead[family] is not None else None
-            fut = self._submit(
-                score_task, family, inst["instance_id"], system, digests, _inputs=inputs, wait_for=wait
-            )
-            futures.append((inst, system, family, fut))
+        # Each family's texts are embedded ahead in one batch (a cached task: a rerun skips it). The pool
+        # takes tasks in submission order, so they are submitted as a pipeline: two embed tasks first
+        # (one prepares its texts while the other embeds), then each family's score tasks ahead of the
+        # next embed task; a family's scoring (Python) then runs while the next family embeds.
+        ahead: dict[str, Any] = {}
+        futures: dict[int, Any] = {}
+
+        def embed(i: int) -> None:
+            if i < len(families):
+                f = families[i]
+                ahead[f] = self._embed_ahead(f, [x[3] for x in todo if x[2] == f])
+
+        embed(0)
+        embed(1)
+        for i, family in enumerate(families):
+            for k, (inst, system, fam, inputs) in enumerate(todo):
+                if fam != family:
+                    continue
+                digests = registry.family(family).input_digests(inputs)
+                wait = [ahead[family]] if ahead[family] is not None else None
+                futures[k] = self._submit(
+                    score_task, family, inst["instance_id"], system, digests, _inputs=inputs, wait_for=wait
+                )
+            embed(i + 2)
         results = []
-        for inst, system, family, fut in futures:
-            rows = _outcome(fut, f"{inst['instance_id']} {system} {family}", failures)
+        for k, (inst, system, family, _) in enumerate(todo):
+            rows = _outcome(futures[k], f"{inst['instance_id']} {system} {family}", failures)
             results.extend((inst, system, MetricResult.model_validate(r)) for r in rows or [])
         return results
 

@@ -9,7 +9,9 @@ one-build-per-data-folder lock (tasks.locks) does not depend on the server."""
 
 from __future__ import annotations
 
+import atexit
 import json
+import logging
 import os
 import signal
 import socket
@@ -22,7 +24,14 @@ from pathlib import Path
 from tasks.atomic import atomic_write_text
 from tasks.manifest import pid_alive
 
-__all__ = ["record_path", "running_server", "start_server", "stop_server"]
+__all__ = [
+    "record_path",
+    "running_server",
+    "start_server",
+    "start_temporary_server",
+    "stop_server",
+    "temporary_server_ready",
+]
 
 
 def record_path(data_dir: Path) -> Path:
@@ -112,3 +121,103 @@ def stop_server(data_dir: Path, timeout_s: float = 20.0) -> dict | None:
     if _alive(found["pid"]):
         os.killpg(found["pid"], signal.SIGKILL)
     return found
+
+
+# ---------------------------------------------------------------- a command's temporary server
+#
+# Without an API URL, Prefect starts its temporary server lazily: when the first flow asks for its client,
+# after the command has imported and planned everything. A command that is about to run a flow starts the
+# same server (Prefect's own uvicorn command and settings) right away instead, so that its ~7-10 s start
+# overlaps the command's imports and the flow's set-up (model load, generation plans).
+
+_TEMPORARY: dict = {}
+_LOG = logging.getLogger("prefect.frame")
+
+
+def _uvicorn(port: int, settings_env: dict[str, str]) -> subprocess.Popen:
+    import prefect
+
+    env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1"}
+    env.update(PREFECT__SERVER_FINAL="1", **settings_env)
+    env.pop("PREFECT_API_URL", None)
+    args = [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent)]
+    args += ["--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1"]
+    args += ["--port", str(port), "--log-level", "error", "--lifespan", "on"]
+    return subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL)
+
+
+def _point_prefect_at(url: str | None) -> None:
+    if url is None:
+        os.environ.pop("PREFECT_API_URL", None)
+    else:
+        os.environ["PREFECT_API_URL"] = url
+    if "prefect.context" in sys.modules:
+        sys.modules["prefect.context"].refresh_global_settings_context()
+
+
+def start_temporary_server() -> str | None:
+    """Start this command's temporary Prefect server now, without waiting for it, and point PREFECT_API_URL
+    at it (`temporary_server_ready` waits; the server stops when the process exits). Returns its URL, or
+    None when Prefect has an API already (PREFECT_API_URL, a data folder's background server, a test
+    harness) or is not allowed to start a temporary one."""
+    from prefect.settings import get_current_settings
+
+    if _TEMPORARY:
+        return _TEMPORARY["url"]
+    settings = get_current_settings()
+    if settings.api.url or not settings.server.ephemeral.enabled:
+        return None
+    settings_env = {
+        k: v
+        for k, v in settings.to_environment_variables(exclude_unset=True).items()
+        if k != "PREFECT_API_URL"
+    }
+    port = _free_port()
+    proc = _uvicorn(port, settings_env)
+    url = f"http://127.0.0.1:{port}/api"
+    timeout = float(settings.server.ephemeral.startup_timeout_seconds)
+    _TEMPORARY.update(proc=proc, url=url, port=port, env=settings_env, timeout=timeout, ready=False)
+    atexit.register(_stop_temporary)
+    _point_prefect_at(url)
+    return url
+
+
+def temporary_server_ready() -> None:
+    """Wait until the server `start_temporary_server` started answers (no-op without one); a RuntimeError
+    when it exits or does not answer within Prefect's startup timeout. A port taken meanwhile (uvicorn
+    exits 3) is retried on another one."""
+    if not _TEMPORARY or _TEMPORARY["ready"]:
+        return
+    # said here, not at the start: a command starts the server before Prefect's logging is set up
+    _LOG.info("Starting temporary server on http://127.0.0.1:%d", _TEMPORARY["port"])
+    deadline = time.monotonic() + _TEMPORARY["timeout"]
+    while not _healthy(_TEMPORARY["url"], timeout=1.0):
+        code = _TEMPORARY["proc"].poll()
+        if code == 3:  # the port was taken between choosing it and binding it
+            port = _free_port()
+            _TEMPORARY.update(proc=_uvicorn(port, _TEMPORARY["env"]), port=port)
+            _TEMPORARY["url"] = f"http://127.0.0.1:{port}/api"
+            _point_prefect_at(_TEMPORARY["url"])
+            continue
+        if code is not None:
+            raise RuntimeError(f"Prefect's temporary server exited with code {code} before it answered")
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"Prefect's temporary server did not answer within {_TEMPORARY['timeout']:g} s "
+                "(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS)"
+            )
+        time.sleep(0.1)
+    _TEMPORARY["ready"] = True
+
+
+def _stop_temporary() -> None:
+    proc = _TEMPORARY.get("proc")
+    if proc is None or proc.poll() is not None:
+        return
+    _LOG.info("Stopping temporary server on http://127.0.0.1:%d", _TEMPORARY["port"])
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

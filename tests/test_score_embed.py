@@ -132,6 +132,76 @@ def test_threads_asking_for_the_same_texts_embed_them_once(tmp_path):
         np.testing.assert_array_equal(out, outs[0])
 
 
+class _Gated(CountingFake):
+    """A fake whose calls for texts starting with "slow" wait for `gate` (and fail while `fail` is set)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import threading
+
+        self.gate, self.entered = threading.Event(), threading.Event()
+        self.fail = False
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if any(t.startswith("slow") for t in texts):
+            self.entered.set()
+            assert self.gate.wait(30)
+            if self.fail:
+                self.fail = False
+                raise RuntimeError("endpoint down")
+        return super().embed(texts)
+
+
+def test_hits_are_served_while_another_thread_embeds_misses(tmp_path):
+    import threading
+
+    inner = _Gated()
+    emb = CachedEmbedder(inner, tmp_path)
+    cached = emb.embed(["cached"])
+    slow = threading.Thread(target=lambda: emb.embed(["slow text"]))
+    slow.start()
+    assert inner.entered.wait(30)
+    got: list = []
+    reader = threading.Thread(target=lambda: got.append(emb.embed(["cached"])))
+    reader.start()
+    reader.join(10)
+    # the hit came back while the miss was still being embedded (the store's lock is not held meanwhile)
+    assert not reader.is_alive() and slow.is_alive()
+    np.testing.assert_array_equal(got[0], cached)
+    inner.gate.set()
+    slow.join(30)
+    assert [c for c in inner.calls if "slow text" in c] == [["slow text"]]
+
+
+def test_a_waiter_embeds_the_text_itself_when_the_embedding_thread_fails(tmp_path):
+    import threading
+
+    inner = _Gated()
+    inner.fail = True
+    emb = CachedEmbedder(inner, tmp_path)
+    errors: list = []
+    outs: list = []
+
+    def first() -> None:
+        try:
+            emb.embed(["slow one"])
+        except RuntimeError as exc:
+            errors.append(str(exc))
+
+    a = threading.Thread(target=first)
+    a.start()
+    assert inner.entered.wait(30)
+    b = threading.Thread(target=lambda: outs.append(emb.embed(["slow one"])))
+    b.start()
+    b.join(0.5)
+    assert b.is_alive()  # waiting for the first thread's embedding, not embedding it a second time
+    inner.gate.set()
+    a.join(30)
+    b.join(30)
+    assert errors == ["endpoint down"]
+    assert outs and outs[0].shape == (1, 8) and inner.calls == [["slow one"]]
+
+
 def test_many_shards_are_merged(tmp_path):
     from tasks.score import embed as E
 

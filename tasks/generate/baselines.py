@@ -191,7 +191,7 @@ def extractive(
     `honour`: skill rule tags of HONOURED to apply (others are ignored)."""
     honour = frozenset(honour) & HONOURED
     _, sections = sample_sections(str(instance_row["sample_markdown"]))
-    index = RetrievalIndex(grounding_set_from_rows(grounding_rows))
+    index = RetrievalIndex.shared(grounding_set_from_rows(grounding_rows))
     used: set[tuple[str, str]] = set()
     out: list[str] = []
     for i, sec in enumerate(sections):

@@ -92,6 +92,23 @@ def _minilm() -> Any:
     return _MODEL
 
 
+def warm_up_minilm() -> threading.Thread:
+    """Load the process-wide model in a background thread; returns it (join it before the process ends:
+    an import cut short at interpreter exit can crash). A command that will embed starts this before
+    Prefect's temporary server, whose start leaves a core idle for ~7 s; the first embedding then finds
+    the model loaded. A failure here is left to that first call, which raises it properly."""
+
+    def load() -> None:
+        try:
+            _minilm()
+        except Exception:  # noqa: BLE001 (reported by the first real use)
+            pass
+
+    thread = threading.Thread(target=load, name="frame-minilm-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
 def same_length_groups(tokenizer: Any, texts: Sequence[str], max_tokens: int) -> list[tuple[int, list[int]]]:
     """(token count, indices of `texts` with that count after truncation to `max_tokens`), longest first."""
     ids = tokenizer(list(texts), truncation=True, max_length=max_tokens)["input_ids"]
@@ -247,7 +264,10 @@ class VectorStore:
     def __init__(self, root: Path, dim: int = 0) -> None:
         self.root = root
         self.dim = dim
-        self.lock = threading.RLock()  # held while misses are embedded: concurrent callers wait, not repeat
+        self.lock = threading.RLock()  # guards the index and `pending`; never held while embedding
+        # texts being embedded by some thread (key -> set when its vector is stored or its call failed):
+        # another thread missing the same text waits for that one embedding instead of repeating it
+        self.pending: dict[bytes, threading.Event] = {}
         self._vectors: dict[bytes, np.ndarray] = {}
         self._where: dict[bytes, Path] = {}
         self._loaded: set[str] = set()
@@ -390,26 +410,61 @@ class CachedEmbedder:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.inner.dim), dtype=np.float32)
         keys = {t: _key(t) for t in texts}
+        store = self.store
+        while True:
+            mine, waits = self._claim(keys)
+            if mine:
+                self._embed_claimed(mine, keys)
+            for event in waits:
+                event.wait()
+            with store.lock:
+                vectors = [store.get(keys[t]) for t in texts]
+            if all(v is not None for v in vectors):
+                return normalise_rows(np.stack(vectors))
+            # a text another thread was embedding is still missing: its call failed; embed it here
+
+    def _claim(self, keys: dict[str, bytes]) -> tuple[list[str], list[threading.Event]]:
+        """(the missing texts this call embeds, the events of those another thread is embedding)."""
         store = self.store
         with store.lock:
             missing = [t for t, k in keys.items() if store.get(k) is None]
             if missing:
                 store.refresh()  # another process may have written them meanwhile
                 missing = [t for t in missing if store.get(keys[t]) is None]
-            if missing:
-                arr = normalise_rows(self.inner.embed(missing))
-                if arr.shape[0] != len(missing):
-                    raise ValueError(
-                        f"{self.inner.name}: embed returned {arr.shape[0]} vectors for {len(missing)} texts"
-                    )
-                store.put([keys[t] for t in missing], arr)
-            vectors = [store.get(keys[t]) for t in texts]
+            mine: list[str] = []
+            waits: list[threading.Event] = []
+            for t in missing:
+                event = store.pending.get(keys[t])
+                if event is None:
+                    store.pending[keys[t]] = threading.Event()
+                    mine.append(t)
+                else:
+                    waits.append(event)
             self.hits += len(keys) - len(missing)
-            self.misses += len(missing)
-        if not texts:
-            return np.zeros((0, self.inner.dim), dtype=np.float32)
-        return normalise_rows(np.stack(vectors))
+            self.misses += len(mine)
+        return mine, waits
+
+    def _embed_claimed(self, mine: list[str], keys: dict[str, bytes]) -> None:
+        """Embed `mine` without holding the store's lock (other threads read hits meanwhile), store the
+        vectors, then release every waiter, also when the call fails."""
+        store = self.store
+        try:
+            arr = normalise_rows(self.inner.embed(mine))
+            if arr.shape[0] != len(mine):
+                raise ValueError(
+                    f"{self.inner.name}: embed returned {arr.shape[0]} vectors for {len(mine)} texts"
+                )
+            with store.lock:
+                store.put([keys[t] for t in mine], arr)
+        finally:
+            with store.lock:
+                for t in mine:
+                    event = store.pending.pop(keys[t], None)
+                    if event is not None:
+                        event.set()
 
     def __repr__(self) -> str:
         return f"CachedEmbedder({self.inner!r}, root={str(self.root)!r})"

@@ -67,7 +67,9 @@ EVIDENCE_CHARS = 800
 SPECIFIC_DIGITS = 4  # significant digits that make a figure specific enough to count when stated elsewhere
 WIDE_DIGITS = 3  # figures of this many significant digits may use the wide derivation pool, and ratios
 DERIVE_POOL = 40  # at most this many distinct magnitudes in a derivation pool
-GROUND_CACHE = 8  # grounding sets kept built per judge (LRU)
+# grounding sets kept built per judge (LRU), bounded by their text (~15 bytes of index per character):
+# an embed-ahead pass walks every set of a run before the score tasks walk them again
+GROUND_CACHE, GROUND_CACHE_CHARS = 64, 24_000_000
 
 BATCH_CLAIMS = 10
 VERIFY_K, VERIFY_BUDGET = 3, 1500
@@ -257,6 +259,7 @@ class _Analysis:
     cos: list[float] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)
     best: int = -1  # index into units
+    support: dict[tuple, tuple[float, list[str]]] = field(default_factory=dict)  # by (scores, cos)
 
     def numbers_in_passage(self, p: int) -> float:
         """share(strong figures in p) x share(weak figures in p), each 1 when there is none."""
@@ -285,9 +288,10 @@ class _Ground:
 
     def __init__(self, docs: Sequence[GroundingText], key: str) -> None:
         self.key = key
+        self.chars = sum(len(d.markdown) for d in docs)
         rows = [{"doc_id": d.doc_id, "title": d.title, "markdown": d.markdown} for d in docs]
         self.titles = {d.doc_id: d.title for d in docs}
-        self.index = RetrievalIndex(grounding_set_from_rows(rows))
+        self.index = RetrievalIndex.shared(grounding_set_from_rows(rows))
         self.passages = self.index.passages
         norms = [_norm(p.text) for p in self.passages]
         self.flat = "\n".join(norms)
@@ -399,8 +403,8 @@ def _ground_key(grounding: Sequence[GroundingText]) -> str:
 
 
 class _GroundCache:
-    def __init__(self, size: int = GROUND_CACHE) -> None:
-        self.size = size
+    def __init__(self, size: int = GROUND_CACHE, chars: int = GROUND_CACHE_CHARS) -> None:
+        self.size, self.chars = size, chars
         self._lru: OrderedDict[str, _Ground] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -415,7 +419,9 @@ class _GroundCache:
         with self._lock:
             self._lru[key] = g
             self._lru.move_to_end(key)
-            while len(self._lru) > self.size:
+            while len(self._lru) > 1 and (
+                len(self._lru) > self.size or sum(x.chars for x in self._lru.values()) > self.chars
+            ):
                 self._lru.popitem(last=False)
         return g
 
@@ -604,10 +610,33 @@ class OfflineFaithfulnessJudge:
         g = self._grounds.get(grounding)
         if not g.passages:
             return self._empty(claims, 2, "the grounding set has no passage")
+        analyses, support, windows = self._stage2_plan(g, claims, stage1)
+        vec = self._vectors(self._stage2_texts(claims, windows))
+        return [
+            self._stage2(g, c, it, a, w, vec, sup)
+            for c, it, a, w, sup in zip(claims, stage1, analyses, windows, support, strict=True)
+        ]
+
+    def entail_texts(
+        self, claims: Sequence[Claim], stage1: Sequence[ItemScore], grounding: Sequence[GroundingText]
+    ) -> list[str]:
+        """The texts `entail(claims, stage1, grounding)` embeds (the windows depend on stage 1's cosines, so
+        these are known only once stage 1's texts are embedded)."""
+        claims, stage1 = _paired(claims, stage1)
+        g = self._grounds.get(grounding)
+        if not claims or not g.passages:
+            return []
+        return self._stage2_texts(claims, self._stage2_plan(g, claims, stage1)[2])
+
+    def _stage2_plan(
+        self, g: _Ground, claims: Sequence[Claim], stage1: Sequence[ItemScore]
+    ) -> tuple[list[_Analysis], list[tuple[float, list[str]]], list[list[str]]]:
+        """Each claim's analysis (stage 1 redone when it ran in another judge object), number support and
+        combined-evidence windows."""
         analyses = []
         for c in claims:
             a = self._analysis(g, c)
-            if len(a.scores) != len(a.units):  # stage 1 ran elsewhere (another judge object): redo it
+            if len(a.scores) != len(a.units):
                 texts = [] if a.verbatim is not None else [c.content, *(u.text for u in a.units)]
                 self._stage1(g, c, a, self._vectors(texts))
             analyses.append(a)
@@ -620,20 +649,26 @@ class OfflineFaithfulnessJudge:
             )
             ceiling = sup[0] if a.figs else 1.0
             windows.append(self._windows(g, a) if best_text < 1.0 and ceiling > it.score else [])
-        vec = self._vectors(
-            [c.content for c, w in zip(claims, windows, strict=True) if w] + [t for w in windows for t in w]
-        )
-        return [
-            self._stage2(g, c, it, a, w, vec, sup)
-            for c, it, a, w, sup in zip(claims, stage1, analyses, windows, support, strict=True)
+        return analyses, support, windows
+
+    @staticmethod
+    def _stage2_texts(claims: Sequence[Claim], windows: Sequence[list[str]]) -> list[str]:
+        return [c.content for c, w in zip(claims, windows, strict=True) if w] + [
+            t for w in windows for t in w
         ]
 
     def _support(self, g: _Ground, a: _Analysis) -> tuple[float, list[str]]:
         if not a.units or not a.figs:
             return 0.0, []
-        order = self._ranked_units(a)
-        top = [a.units[i] for i in order[:3]]
-        return self._number_support(g, a, top[0], top, list(dict.fromkeys(u.passage for u in top)))
+        # memoised per stage-1 outcome: the embed-ahead pass and the score task both need it
+        key = (tuple(a.scores), tuple(a.cos))
+        got = a.support.get(key)
+        if got is None:
+            order = self._ranked_units(a)
+            top = [a.units[i] for i in order[:3]]
+            got = self._number_support(g, a, top[0], top, list(dict.fromkeys(u.passage for u in top)))
+            a.support[key] = got
+        return got
 
     @staticmethod
     def _ranked_units(a: _Analysis) -> list[int]:
@@ -1069,6 +1104,11 @@ class LLMFaithfulnessJudge(LLMJudge):
 # ---------------------------------------------------------------- driver
 
 
+def _below(first: Sequence[ItemScore], threshold: float) -> list[int]:
+    """Indices of the stage-1 items that go to stage 2."""
+    return [i for i, it in enumerate(first) if it.score < threshold]
+
+
 def faithfulness(
     generated_md: str,
     grounding: Sequence[GroundingText],
@@ -1088,7 +1128,7 @@ def faithfulness(
     first = judge.verify(sample, grounding)
     if [it.index for it in first] != [c.claim_id for c in sample]:
         raise ValueError(f"{judge.name}: verify returned items for other claims than the sample")
-    low = [i for i, it in enumerate(first) if it.score < threshold]
+    low = _below(first, threshold)
     final = list(first)
     if low:
         second = judge.entail([sample[i] for i in low], [first[i] for i in low], grounding)
@@ -1146,6 +1186,32 @@ class FaithfulnessFamily(
     def embedding_texts(self, inputs: Inputs) -> list[str]:
         if not self.embeds_ahead():
             return []
+        return self.judge.embedding_texts(self._sample(inputs), inputs.grounding)
+
+    def embed_ahead(self, inputs: Sequence[Inputs]) -> int:
+        """Stage 1's texts of every input in one batch, then stage 2's: its windows depend on stage 1's
+        cosines, which the first batch makes cheap to compute (the analyses stay memoised for the score
+        tasks)."""
+        n = super().embed_ahead(inputs)
+        if not n:
+            return n
+        texts: dict[str, None] = {}
+        for x in reversed(list(inputs)):
+            sample = self._sample(x)
+            if not sample:
+                continue
+            first = self.judge.verify(sample, x.grounding)
+            low = _below(first, SUPPORT_THRESHOLD)
+            if low:
+                later = self.judge.entail_texts(
+                    [sample[i] for i in low], [first[i] for i in low], x.grounding
+                )
+                texts.update(dict.fromkeys(later))
+        if texts:
+            self.env.embed(list(texts))
+        return n + len(texts)
+
+    def _sample(self, inputs: Inputs) -> list[Claim]:
+        """The claims `measure(inputs)` grades (the same extraction and seeded sample)."""
         claims = self.judge.extract_claims(inputs.generated)
-        sample = sample_items(claims, self.env.settings.max_items, inputs.seed)
-        return self.judge.embedding_texts(sample, inputs.grounding)
+        return sample_items(claims, self.env.settings.max_items, inputs.seed)

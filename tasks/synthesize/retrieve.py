@@ -35,9 +35,11 @@ one-shot form over an existing passage list (without heading context, as a `Pass
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
-from collections import Counter, defaultdict
+import threading
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -333,6 +335,23 @@ def preferred_kind(node: StructureNode) -> str | None:
 
 # ---------------------------------------------------------------- index
 
+# RetrievalIndex.shared: an LRU of indexes by their documents, bounded by count and Markdown characters
+# (an index takes ~15 bytes per character)
+SHARED_INDEXES, SHARED_INDEX_CHARS = 64, 24_000_000
+_SHARED: OrderedDict[str, RetrievalIndex] = OrderedDict()
+_SHARED_CHARS: dict[str, int] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _gset_key(gset: GroundingSet) -> str:
+    h = hashlib.sha256()
+    for doc in gset.documents:
+        for part in (doc.doc_id, doc.title, gset.texts.get(doc.doc_id, "")):
+            b = str(part).encode("utf-8")
+            h.update(len(b).to_bytes(8, "big"))
+            h.update(b)
+    return h.hexdigest()
+
 
 class RetrievalIndex:
     """BM25 inverted index over the passages of one grounding set (build once, search per leaf)."""
@@ -363,6 +382,29 @@ class RetrievalIndex:
         n = len(self.passages)
         self._avgdl = (sum(self._lengths) / n) if n else 1.0
         self._idf = {t: math.log(1 + (n - len(p) + 0.5) / (len(p) + 0.5)) for t, p in self._postings.items()}
+
+    @classmethod
+    def shared(cls, gset: GroundingSet) -> RetrievalIndex:
+        """The index of `gset`, built once per process for the same documents: a scoring run's extractive
+        baseline and its faithfulness judge index the same grounding sets. An index is read-only once
+        built, so threads share it."""
+        key = _gset_key(gset)
+        with _SHARED_LOCK:
+            index = _SHARED.get(key)
+            if index is not None:
+                _SHARED.move_to_end(key)
+                return index
+        index = cls(gset)
+        chars = sum(len(t) for t in gset.texts.values())
+        with _SHARED_LOCK:
+            _SHARED[key] = index
+            _SHARED_CHARS[key] = chars
+            while len(_SHARED) > 1 and (
+                len(_SHARED) > SHARED_INDEXES or sum(_SHARED_CHARS.values()) > SHARED_INDEX_CHARS
+            ):
+                old, _ = _SHARED.popitem(last=False)
+                _SHARED_CHARS.pop(old, None)
+        return index
 
     @classmethod
     def from_passages(cls, passages: list[Passage]) -> RetrievalIndex:
