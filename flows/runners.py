@@ -119,6 +119,8 @@ def _runner_class(plugin: type) -> type:
             super().__enter__()
             _quiet_distributed()
             self._plugin_registered = False
+            from flows.server import temporary_server_url
+
             self._api_url = PREFECT_API_URL.value()
             self._ephemeral = False
             if not self._api_url:
@@ -128,13 +130,13 @@ def _runner_class(plugin: type) -> type:
                 server = SubprocessASGIServer()
                 server.start()
                 self._api_url, self._ephemeral = server.api_url, True
-                if self.address:
-                    self.logger.warning(
-                        "Dask cluster %s with Prefect's ephemeral server %s: workers on other hosts "
-                        "cannot reach it; set PREFECT_API_URL to a server every worker reaches",
-                        self.address,
-                        self._api_url,
-                    )
+            if self.address and (self._ephemeral or self._api_url == temporary_server_url()):
+                self.logger.warning(
+                    "Dask cluster %s with Prefect's temporary server %s: workers on other hosts "
+                    "cannot reach it; set PREFECT_API_URL to a server every worker reaches",
+                    self.address,
+                    self._api_url,
+                )
             if not self.address and self._cluster is None:
                 # Local workers also get the URL in their environment: their background log and event
                 # threads read the process settings, not the task's context.

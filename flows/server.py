@@ -31,6 +31,7 @@ __all__ = [
     "start_temporary_server",
     "stop_server",
     "temporary_server_ready",
+    "temporary_server_url",
 ]
 
 
@@ -180,6 +181,11 @@ def start_temporary_server() -> str | None:
     atexit.register(_stop_temporary)
     _point_prefect_at(url)
     return url
+
+
+def temporary_server_url() -> str | None:
+    """The API URL of the temporary server this process started, if any."""
+    return _TEMPORARY.get("url")
 
 
 def temporary_server_ready() -> None:

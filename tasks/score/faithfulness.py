@@ -70,6 +70,7 @@ DERIVE_POOL = 40  # at most this many distinct magnitudes in a derivation pool
 # grounding sets kept built per judge (LRU), bounded by their text (~15 bytes of index per character):
 # an embed-ahead pass walks every set of a run before the score tasks walk them again
 GROUND_CACHE, GROUND_CACHE_CHARS = 64, 24_000_000
+CLAIMS_KEPT = 512  # reports whose extracted claims a judge keeps (the embed task's, for the score tasks)
 
 BATCH_CLAIMS = 10
 VERIFY_K, VERIFY_BUDGET = 3, 1500
@@ -480,6 +481,8 @@ class OfflineFaithfulnessJudge:
         self.embedder_name = embedder_name
         self.name = f"offline:number-aware+{embedder_name}"
         self._grounds = _GroundCache()
+        self._claims: OrderedDict[str, list[Claim]] = OrderedDict()  # by report: the embed task's, reused
+        self._claims_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"OfflineFaithfulnessJudge({self.embedder_name!r})"
@@ -487,7 +490,17 @@ class OfflineFaithfulnessJudge:
     # -- claims
 
     def extract_claims(self, generated_markdown: str) -> list[Claim]:
-        return claims_of(generated_markdown)
+        with self._claims_lock:
+            got = self._claims.get(generated_markdown)
+            if got is not None:
+                self._claims.move_to_end(generated_markdown)
+                return [c.model_copy() for c in got]
+        got = claims_of(generated_markdown)
+        with self._claims_lock:
+            self._claims[generated_markdown] = got
+            while len(self._claims) > CLAIMS_KEPT:
+                self._claims.popitem(last=False)
+        return [c.model_copy() for c in got]
 
     # -- helpers
 
