@@ -183,9 +183,15 @@ def _prefect_session(cfg) -> None:
     route_prefect_console(cfg.build.data_dir / "logs" / f"build-{stamp}.log")
 
 
+_STANDALONE = False  # set by main(): only a `frame` process of its own starts Prefect's server early
+
+
 def _start_temporary_server() -> None:
     """Start Prefect's temporary server now (unless an API is configured), so that it comes up while the
-    command imports and plans; `_run_with_bar` waits for it before the flow runs."""
+    command imports and plans; `_run_with_bar` waits for it before the flow runs. Only in a `frame`
+    process: a command invoked in-process (tests, notebooks) leaves the host's environment alone."""
+    if not _STANDALONE:
+        return
     from flows.server import start_temporary_server
 
     start_temporary_server()
@@ -1380,6 +1386,8 @@ def os_error_line(exc: OSError) -> str:
 def main() -> None:  # pragma: no cover - entry point (tests run it through the `frame` script)
     """The `frame` command: every command under one error boundary for file-system faults, which end in
     one line and exit 2 (a full or read-only disk, a busy or forbidden path), never a traceback."""
+    global _STANDALONE
+    _STANDALONE = True
     try:
         app()
     except OSError as exc:

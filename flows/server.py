@@ -196,6 +196,7 @@ def temporary_server_ready() -> None:
         return
     # said here, not at the start: a command starts the server before Prefect's logging is set up
     _LOG.info("Starting temporary server on http://127.0.0.1:%d", _TEMPORARY["port"])
+    _TEMPORARY["announced"] = True
     deadline = time.monotonic() + _TEMPORARY["timeout"]
     while not _healthy(_TEMPORARY["url"], timeout=1.0):
         code = _TEMPORARY["proc"].poll()
@@ -220,7 +221,8 @@ def _stop_temporary() -> None:
     proc = _TEMPORARY.get("proc")
     if proc is None or proc.poll() is not None:
         return
-    _LOG.info("Stopping temporary server on http://127.0.0.1:%d", _TEMPORARY["port"])
+    if _TEMPORARY.get("announced"):  # a command that stopped on bad input says one line, nothing more
+        _LOG.info("Stopping temporary server on http://127.0.0.1:%d", _TEMPORARY["port"])
     proc.terminate()
     try:
         proc.wait(timeout=10)
