@@ -154,10 +154,13 @@ def test_build_summary_becomes_a_markdown_artifact(prefect_harness, tmp_path):
     )
 
     @flow
-    def f() -> None:
-        _publish_artifact(summary)
+    def f() -> str:
+        from prefect.runtime import flow_run
 
-    f()
+        _publish_artifact(summary)
+        return str(flow_run.id)
+
+    run_id = f()
 
     async def read() -> list:
         async with get_client() as client:
@@ -165,7 +168,8 @@ def test_build_summary_becomes_a_markdown_artifact(prefect_harness, tmp_path):
                 artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["frame-build"]))
             )
 
-    arts = asyncio.run(read())
+    # this flow run's artifact (other tests of the session publish frame-build artifacts to the same server)
+    arts = [a for a in asyncio.run(read()) if str(a.flow_run_id) == run_id]
     assert arts and arts[0].type == "markdown" and "# frame build (no domain): ok" in arts[0].data
 
 
