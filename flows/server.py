@@ -147,13 +147,11 @@ def _uvicorn(port: int, settings_env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL)
 
 
-def _point_prefect_at(url: str | None) -> None:
-    if url is None:
-        os.environ.pop("PREFECT_API_URL", None)
-    else:
-        os.environ["PREFECT_API_URL"] = url
-    if "prefect.context" in sys.modules:
-        sys.modules["prefect.context"].refresh_global_settings_context()
+def _point_prefect_at(url: str) -> None:
+    os.environ["PREFECT_API_URL"] = url
+    from flows.settings import refresh_prefect_settings
+
+    refresh_prefect_settings()
 
 
 def start_temporary_server() -> str | None:

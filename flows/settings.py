@@ -34,8 +34,12 @@ def configure_prefect(data_dir: Path | None = None, result_storage: Path | None 
         found = running_server(data_dir)
         if found is not None:
             os.environ["PREFECT_API_URL"] = found["url"]
-    # Prefect reads its settings from the environment once, on import: when a command has imported it
-    # already (to plan its work), refresh them so the lines above take effect.
+    refresh_prefect_settings()
+
+
+def refresh_prefect_settings() -> None:
+    """Prefect reads its settings from the environment once, on import: when a command has imported it
+    already (to plan its work), refresh them so that environment changes take effect."""
     import sys
 
     if "prefect.context" in sys.modules:

@@ -14,7 +14,7 @@ import hashlib
 import math
 import re
 import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +26,7 @@ from schemas.config import LLMSettings
 from schemas.scoring import Claim, GroundingText, ItemScore, MetricResult
 from tasks.errors import FrameInputError
 from tasks.ground.load import grounding_set_from_rows
+from tasks.lru import BoundedLRU
 from tasks.markdown.document import code_mask, heading_of, split_row
 from tasks.markdown.numbers import Num, NumberPool, derivation, numbers_in
 from tasks.markdown.pieces import DATE, MATH, fix_dates, markdown_pieces
@@ -404,27 +405,14 @@ def _ground_key(grounding: Sequence[GroundingText]) -> str:
 
 
 class _GroundCache:
+    """The grounding sets a judge has built, by their documents (tasks.lru.BoundedLRU)."""
+
     def __init__(self, size: int = GROUND_CACHE, chars: int = GROUND_CACHE_CHARS) -> None:
-        self.size, self.chars = size, chars
-        self._lru: OrderedDict[str, _Ground] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lru: BoundedLRU[_Ground] = BoundedLRU(size, chars)
 
     def get(self, grounding: Sequence[GroundingText]) -> _Ground:
         key = _ground_key(grounding)
-        with self._lock:
-            g = self._lru.get(key)
-            if g is not None:
-                self._lru.move_to_end(key)
-                return g
-        g = _Ground(grounding, key)
-        with self._lock:
-            self._lru[key] = g
-            self._lru.move_to_end(key)
-            while len(self._lru) > 1 and (
-                len(self._lru) > self.size or sum(x.chars for x in self._lru.values()) > self.chars
-            ):
-                self._lru.popitem(last=False)
-        return g
+        return self._lru.get_or_make(key, lambda: _Ground(grounding, key), lambda g: g.chars)
 
 
 def _derive(target: Num, pool: Sequence[Num]) -> str | None:
@@ -481,8 +469,7 @@ class OfflineFaithfulnessJudge:
         self.embedder_name = embedder_name
         self.name = f"offline:number-aware+{embedder_name}"
         self._grounds = _GroundCache()
-        self._claims: OrderedDict[str, list[Claim]] = OrderedDict()  # by report: the embed task's, reused
-        self._claims_lock = threading.Lock()
+        self._claims: BoundedLRU[list[Claim]] = BoundedLRU(CLAIMS_KEPT)  # by report: the embed task's, reused
 
     def __repr__(self) -> str:
         return f"OfflineFaithfulnessJudge({self.embedder_name!r})"
@@ -490,16 +477,7 @@ class OfflineFaithfulnessJudge:
     # -- claims
 
     def extract_claims(self, generated_markdown: str) -> list[Claim]:
-        with self._claims_lock:
-            got = self._claims.get(generated_markdown)
-            if got is not None:
-                self._claims.move_to_end(generated_markdown)
-                return [c.model_copy() for c in got]
-        got = claims_of(generated_markdown)
-        with self._claims_lock:
-            self._claims[generated_markdown] = got
-            while len(self._claims) > CLAIMS_KEPT:
-                self._claims.popitem(last=False)
+        got = self._claims.get_or_make(generated_markdown, lambda: claims_of(generated_markdown))
         return [c.model_copy() for c in got]
 
     # -- helpers

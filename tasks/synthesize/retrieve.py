@@ -38,8 +38,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-import threading
-from collections import Counter, OrderedDict, defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -47,6 +46,7 @@ from typing import Literal
 from schemas.structure import ReportStructure, StructureNode
 from tasks.ground.load import GroundingSet
 from tasks.llm.backend import Passage
+from tasks.lru import BoundedLRU
 from tasks.markdown.document import heading_of, parse
 from tasks.markdown.text import split_sentences, terms
 from tasks.tokens import count_tokens_many
@@ -338,9 +338,7 @@ def preferred_kind(node: StructureNode) -> str | None:
 # RetrievalIndex.shared: an LRU of indexes by their documents, bounded by count and Markdown characters
 # (an index takes ~15 bytes per character)
 SHARED_INDEXES, SHARED_INDEX_CHARS = 64, 24_000_000
-_SHARED: OrderedDict[str, RetrievalIndex] = OrderedDict()
-_SHARED_CHARS: dict[str, int] = {}
-_SHARED_LOCK = threading.Lock()
+_SHARED: BoundedLRU[RetrievalIndex] = BoundedLRU(SHARED_INDEXES, SHARED_INDEX_CHARS)
 
 
 def _gset_key(gset: GroundingSet) -> str:
@@ -388,23 +386,8 @@ class RetrievalIndex:
         """The index of `gset`, built once per process for the same documents: a scoring run's extractive
         baseline and its faithfulness judge index the same grounding sets. An index is read-only once
         built, so threads share it."""
-        key = _gset_key(gset)
-        with _SHARED_LOCK:
-            index = _SHARED.get(key)
-            if index is not None:
-                _SHARED.move_to_end(key)
-                return index
-        index = cls(gset)
         chars = sum(len(t) for t in gset.texts.values())
-        with _SHARED_LOCK:
-            _SHARED[key] = index
-            _SHARED_CHARS[key] = chars
-            while len(_SHARED) > 1 and (
-                len(_SHARED) > SHARED_INDEXES or sum(_SHARED_CHARS.values()) > SHARED_INDEX_CHARS
-            ):
-                old, _ = _SHARED.popitem(last=False)
-                _SHARED_CHARS.pop(old, None)
-        return index
+        return _SHARED.get_or_make(_gset_key(gset), lambda: cls(gset), lambda _: chars)
 
     @classmethod
     def from_passages(cls, passages: list[Passage]) -> RetrievalIndex:
