@@ -31,7 +31,10 @@ def largest_10k() -> Path:
 
 def ground(code: Path, filing: Path, out: Path) -> tuple[float, float]:
     """(seconds, peak RSS MiB) of one `frame ground` process running the code in `code`."""
-    env = {**os.environ, "PYTHONPATH": str(code), "HF_HUB_OFFLINE": "1"}
+    # Bytecode is written (the warm-up run caches .pyc files), as an installed package has it: a shell that
+    # sets PYTHONDONTWRITEBYTECODE would otherwise time compiling every module of both codes on each run.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(PYTHONPATH=str(code), HF_HUB_OFFLINE="1")
     args = [sys.executable, "-m", "flows.cli", "ground", str(filing), "--out", str(out), "--kind", "edgar"]
     t0 = time.perf_counter()
     proc = subprocess.Popen(args, cwd=code, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from flows.meta import meta_app
 from flows.terminal import FrameTyper, print_table, progress_bar
@@ -25,7 +24,14 @@ qa_app = FrameTyper(no_args_is_help=True, help="Construction quality checks.")
 app.add_typer(qa_app, name="qa")
 app.add_typer(meta_app, name="meta")
 
-console = Console(stderr=True)
+
+def _stderr_console() -> Any:
+    """The rich console the progress bars draw on (stderr); rich is imported by the commands that draw."""
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
 KIND_CHOICES = ("edgar", "arxiv")
 
 
@@ -148,7 +154,7 @@ def ground_domains(
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     route_prefect_console(cfg.build.data_dir / "logs" / f"ground-{stamp}.log")
 
-    with progress_bar(console, "[bold]ground[/]", "{task.description}") as progress:
+    with progress_bar(_stderr_console(), "[bold]ground[/]", "{task.description}") as progress:
         bar = progress.add_task(selected[0], total=len(selected))
 
         def done(row: dict) -> None:
@@ -218,7 +224,7 @@ def _run_with_bar(label: str, unit: str, work, poll, *, server_first: bool = Tru
     worker = threading.Thread(target=run, daemon=True)
     worker.start()
     # On a terminal the bar is drawn on stderr and log lines print above it; elsewhere only the logs.
-    with progress_bar(console, f"[bold]{label}[/]", unit.replace("[", "\\[")) as progress:
+    with progress_bar(_stderr_console(), f"[bold]{label}[/]", unit.replace("[", "\\[")) as progress:
         bar = progress.add_task(unit, total=None)
         while worker.is_alive():
             worker.join(0.5)
@@ -803,7 +809,7 @@ def generate_cmd(
         cache_dir = Path(os.environ.get("FRAME_CACHE_DIR") or (data_dir or Path("data")) / "cache")
         chosen = _score_systems(release, system, ev, llm, cache_dir, allow_missing=False)[system]
         total = len(pd.read_parquet(release / "instances.parquet", columns=["instance_id"]))
-        with progress_bar(console, f"[bold]{system}[/]", elapsed=False) as progress:
+        with progress_bar(_stderr_console(), f"[bold]{system}[/]", elapsed=False) as progress:
             bar = progress.add_task("instances", total=total)
             out, made = generate_all(release, chosen, on_done=lambda _id: progress.advance(bar))
     except FrameInputError as exc:

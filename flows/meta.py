@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from flows.terminal import FrameTyper
 from tasks.errors import FrameInputError
@@ -102,6 +100,9 @@ def _cell(x: float | None, best: float | None) -> str:
 
 def _print_tables(results: list[Any], info: dict[str, Any], seconds: dict[str, float]) -> None:
     """Tables 2, 3 and 4 of paper 000 (best value of each column in bold, the default marked *)."""
+    from rich.console import Console
+    from rich.table import Table
+
     from tasks.meta.structure import TABLES
 
     d = next(r.row.setting for r in results if r.row.default)
@@ -209,6 +210,9 @@ def _judges_for(release: Path, kinds: str | None, config: Path | None, embedder:
 
 def _print_judge_table(table: Any, judged: Any) -> None:
     """Paper 000 Table 5, one row per (metric, judge, against), and the judges' names below."""
+    from rich.console import Console
+    from rich.table import Table
+
     t = Table(title="Judge alignment (paper 000 Table 5)")
     for col in ("metric", "judge", "against", "n", "PA@0", "PA@25", "QWK", "ICC(3,1)", "ICC(A,1)"):
         t.add_column(col, justify="right" if col not in ("metric", "judge", "against") else "left")
@@ -308,6 +312,9 @@ def judge_cmd(
 def _print_items(items: Any, by_system: Any, pairs: Any, top: int) -> None:
     """The item table (pass rate overall and per system, discrimination) and the most frequent failure
     pairs (each unordered pair once, by how often both fail)."""
+    from rich.console import Console
+    from rich.table import Table
+
     systems = list(dict.fromkeys(by_system["system"]))
     rates = by_system.pivot(index="item", columns="system", values="pass_rate")
     t = Table(title="Rubric items: pass rate (mean credit) and discrimination (paper 003 Fig. 8)")

@@ -7,7 +7,7 @@
   too wide for the terminal is split into several that fit (the key columns repeated).
 - `progress_bar` shows a rich bar on a terminal and prints the log lines written meanwhile above it.
 
-Imports stay light (typer and rich only): `frame --help` and `frame ground` load this module.
+Imports stay light (typer; rich where something is drawn): `frame --help` and `frame ground` load this module.
 """
 
 from __future__ import annotations
@@ -17,13 +17,15 @@ import re
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
+
+if TYPE_CHECKING:  # rich is imported where a table or a bar is drawn (~20 ms a `frame ground` skips)
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
 
 REPEAT_NOTE = "(repeat for several)"
 
@@ -103,6 +105,8 @@ class FrameTyper(typer.Typer):
 
 def _cell(value: Any) -> Text:
     # Text, not str: a str cell is rich markup, and an error message with "[run]" in it would lose it.
+    from rich.text import Text
+
     return value if isinstance(value, Text) else Text(str(value))
 
 
@@ -122,6 +126,7 @@ def fit_tables(
     wide for its box is drawn without one (columns one space apart); when even that does not fit, its
     columns after the first `keys` are spread over several tables, each repeating the key columns."""
     from rich import box
+    from rich.table import Table
 
     cells = [[_cell(v) for v in row] for row in rows]
 
@@ -181,6 +186,8 @@ def stdout_console(pipe_width: int = 200) -> Console:
     pipe or a log (rich would assume 80 there)."""
     import os
 
+    from rich.console import Console
+
     return Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else pipe_width)
 
 
@@ -216,6 +223,7 @@ def logs_above(console: Console) -> Iterator[None]:
     """While a live display runs on `console`: every log handler writing to a terminal (Prefect's
     console handler, plain StreamHandlers) writes through `console` instead, so its lines are printed
     above the bar rather than into it. Handlers writing to a pipe or a file are left alone."""
+    from rich.console import Console
     from rich.file_proxy import FileProxy
 
     class LinesAbove(FileProxy):

@@ -294,7 +294,7 @@ def test_log_lines_print_above_the_bar_on_a_terminal(tmp_path):
 
 
 def test_the_cli_starts_without_heavy_libraries():
-    heavy = ("pandas", "pyarrow", "numpy", "torch", "prefect")
+    heavy = ("pandas", "pyarrow", "numpy", "torch", "prefect", "rich")  # rich: only where something is drawn
     code = f"import sys, flows.cli; print(sorted(m for m in {heavy!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr

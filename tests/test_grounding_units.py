@@ -138,6 +138,9 @@ def test_facts_table_is_exact_and_needs_no_pandas(tmp_path):
         facts = ground_source(p.read_bytes(), p.name).facts
         table = facts_table(facts)
         assert "pandas" not in sys.modules, "facts_table imported pandas"
+        assert "pyarrow.compute" not in sys.modules, "facts_table imported pyarrow.compute (a cast)"
+        from schemas.facts import FACTS_SCHEMA
+        assert table.schema.equals(FACTS_SCHEMA), table.schema  # the non-null fields stay non-null
         ref = pa.Table.from_pydict(
             {{f.name: [getattr(x, f.name) for x in facts] for f in table.schema}}, schema=table.schema
         )
@@ -148,6 +151,25 @@ def test_facts_table_is_exact_and_needs_no_pandas(tmp_path):
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert res.returncode == 0 and res.stdout.startswith("ok"), res.stderr[-2000:]
+
+
+def test_facts_table_refuses_an_empty_value_in_a_required_column():
+    # the reader's columns are re-labelled with the schema, not cast: a null where the schema says
+    # "not null" must still stop the table (pyarrow's ArrowInvalid is a ValueError)
+    import dataclasses
+
+    from tasks.ground.documents import facts_table
+    from tests.conftest import CORPUS
+
+    filing = next(iter(sorted((CORPUS / "edgar").glob("*/10-Q/*.htm"))), None)
+    if filing is None:
+        pytest.skip("no EDGAR filing in the corpus")
+    from tasks.ground.documents import ground_source
+
+    facts = ground_source(filing.read_bytes(), filing.name).facts[:3]
+    assert facts_table(facts).num_rows == 3
+    with pytest.raises(ValueError, match="null"):
+        facts_table([dataclasses.replace(facts[0], concept=None), *facts[1:]])
 
 
 def test_facts_table_keeps_a_fact_larger_than_the_json_block():
@@ -171,3 +193,28 @@ def test_facts_table_keeps_a_fact_larger_than_the_json_block():
         {f.name: [getattr(x, f.name) for x in big] for f in table.schema}, schema=table.schema
     )
     assert table.equals(ref) and len(table.column("displayed_text")[0].as_py()) == 3_000_000
+
+
+def test_element_text_folds_whitespace_like_the_regex_it_replaced():
+    # `_text` joins the text in C (XPath string()) and folds whitespace with str.split; it must read
+    # every element of a real filing exactly as itertext + re.sub(r"\s+", " ") + strip did, including
+    # non-breaking and other Unicode spaces, tails of nested elements and processing instructions.
+    import re
+
+    from lxml import etree
+
+    from tasks.ground.ixbrl import _text, parse_ixbrl
+    from tests.conftest import CORPUS
+
+    filing = next(iter(sorted((CORPUS / "edgar").glob("*/10-Q/*.htm"))), None)
+    if filing is None:
+        pytest.skip("no EDGAR filing in the corpus")
+    root = parse_ixbrl(filing.read_bytes(), filing.name)
+    made = etree.fromstring(
+        "<div>a\u00a0\u2003b<?pi skipped?>c<b> d\n\t</b>e<i/>\u3000f<x>g<y>h</y>i</x>j</div>"
+    )
+    elements = [e for e in (*made.iter(), *root.iter()) if isinstance(e.tag, str)]
+    assert len(elements) > 10_000
+    for el in elements:
+        assert _text(el) == re.sub(r"\s+", " ", "".join(el.itertext())).strip()
+    assert _text(made) == "a bc d e fghij"

@@ -27,7 +27,7 @@ XBRLI = "http://www.xbrl.org/2003/instance"
 XBRLDI = "http://xbrl.org/2006/xbrldi"
 
 _BLOCK_TAGS = {"div", "p", "table", "ul", "ol", "li", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "center"}
-_KEEP_ATTRS = {"colspan", "rowspan", "src", "alt"}
+_KEEP_ATTRS = {"colspan", "rowspan", "src", "alt", "data-bold", "data-page-break"}  # + cleaning's marks
 _BOUNDARY_LAYOUTS = ("block", "cell", "br")  # where a browser renders whitespace (glue.layout_of)
 # Inline wrappers unwrapped by cleaning (their text and tails join the parent).
 _STRIPPED = (
@@ -44,7 +44,6 @@ _STRIPPED = (
     "ix-references",
     "ix-resources",
 )
-_WS = re.compile(r"\s+")
 
 
 @dataclass
@@ -87,8 +86,12 @@ def _local(tag: object) -> str:
     return tag.rsplit("}", 1)[-1].lower()
 
 
+_STRING = etree.XPath("string()")  # an element's text, joined in C (itertext + join: twice the time)
+
+
 def _text(el: etree._Element) -> str:
-    return _WS.sub(" ", "".join(el.itertext())).strip()
+    """The element's text, whitespace runs folded to one space (str.split's whitespace is re's \\s)."""
+    return " ".join(_STRING(el).split())
 
 
 def parse_ixbrl(data: bytes, source_name: str) -> etree._Element:
@@ -226,13 +229,21 @@ def _plain_number(text: str) -> Decimal | None:
         return None
 
 
+_SCALE = re.compile(r"-?\d+")
+
+
 def extract_facts(root: etree._Element) -> list[Fact]:
     contexts = _contexts(root)
     units = _units(root)
     facts: list[Fact] = []
+    dims_json: dict[str, str] = {}  # per context: a filing has thousands of facts, hundreds of contexts
     for el in root.iter(f"{{{IX}}}nonFraction", f"{{{IX}}}nonNumeric"):
         kind = etree.QName(el).localname
-        ctx = contexts.get(el.get("contextRef", ""), {})
+        ctx_id = el.get("contextRef", "")
+        ctx = contexts.get(ctx_id, {})
+        dims = dims_json.get(ctx_id)
+        if dims is None:
+            dims = dims_json[ctx_id] = json.dumps(ctx.get("dims", {}), sort_keys=True)
         displayed = _text(el)
         fmt = el.get("format")
         value = None
@@ -244,14 +255,14 @@ def extract_facts(root: etree._Element) -> list[Fact]:
                 fact_id=el.get("id", ""),
                 concept=el.get("name", ""),
                 fact_type=kind,
-                context_id=el.get("contextRef", ""),
+                context_id=ctx_id,
                 period_start=ctx.get("start"),
                 period_end=ctx.get("end"),
                 period_instant=ctx.get("instant"),
-                dimensions=json.dumps(ctx.get("dims", {}), sort_keys=True),
+                dimensions=dims,
                 unit=units.get(el.get("unitRef", "")) if el.get("unitRef") else None,
                 decimals=el.get("decimals"),
-                scale=int(scale) if scale and re.fullmatch(r"-?\d+", scale) else None,
+                scale=int(scale) if scale and _SCALE.fullmatch(scale) else None,
                 sign=el.get("sign"),
                 format=fmt,
                 displayed_text=displayed,
@@ -299,6 +310,11 @@ def _is_hidden(el: etree._Element) -> bool:
     return st.get("display") == "none" or st.get("visibility") == "hidden"
 
 
+_STYLED_HIDDEN_CANDIDATES = etree.XPath(
+    "descendant-or-self::*[contains(@style, 'display') or contains(@style, 'visibility')]"
+)
+
+
 def _is_page_break(el: etree._Element) -> bool:
     style = el.get("style")
     if not style or "break" not in style:
@@ -332,7 +348,8 @@ def clean_filing(data: bytes, source_name: str) -> CleanFiling:
     for el in list(body.iter(f"{{{IX}}}header")):
         _remove(el)
         removed["ix_header"] += 1
-    for el in [e for e in body.iter() if isinstance(e.tag, str) and _is_hidden(e)]:
+    # (only elements whose style names display/visibility: the same quick test as _is_hidden, in C)
+    for el in [e for e in _STYLED_HIDDEN_CANDIDATES(body) if _is_hidden(e)]:
         if el.getparent() is not None:
             _remove(el)
             removed["hidden"] += 1
@@ -350,34 +367,39 @@ def clean_filing(data: bytes, source_name: str) -> CleanFiling:
     #    wrappers are unwrapped; namespaces and styles go.
     # Where a browser renders a boundary (block, table cell, <br>), read before styles go; the
     # elements stay referenced here, so they keep their identity until step 4.
+    # (One pass over every element: the tag and style are read once each, as lxml builds a new string
+    # on every read.)
     boundaries: set[etree._Element] = set()
+    xhtml_ns = f"{{{XHTML}}}"
     for el in body.iter():
-        if not isinstance(el.tag, str):
+        tag = el.tag
+        if not isinstance(tag, str):
             continue
-        name = _local(el.tag)
-        xhtml = not el.tag.startswith("{") or el.tag.startswith(f"{{{XHTML}}}")
-        if layout_of(name if xhtml else f"{name}@ix", el.get("style")) in _BOUNDARY_LAYOUTS:
+        name = _local(tag)
+        namespaced = tag.startswith("{")
+        xhtml = not namespaced or tag.startswith(xhtml_ns)
+        style = el.get("style")
+        if layout_of(name if xhtml else f"{name}@ix", style) in _BOUNDARY_LAYOUTS:
             boundaries.add(el)
-        if el.tag.startswith("{"):
-            el.tag = name if el.tag.startswith(f"{{{XHTML}}}") else f"ix-{name}"
+        if namespaced:
+            tag = el.tag = name if xhtml else f"ix-{name}"
         if name == "span" or (name in ("div", "p") and len(el) == 0):
-            style = el.get("style") or ""
-            st = _style(el) if "font-weight" in style or "font-style" in style else {}
+            st = _parse_style(style) if style and ("font-weight" in style or "font-style" in style) else {}
             weight = st.get("font-weight", "")
             bold = weight in ("bold", "bolder") or (weight.isdigit() and int(weight) >= 600)
             italic = st.get("font-style") == "italic"
             if name == "span":
-                el.tag = "b" if bold else ("i" if italic else "span")
+                tag = el.tag = "b" if bold else ("i" if italic else "span")
             elif bold and _text(el):
                 el.set("data-bold", "1")
         if name == "hr" and _is_page_break(el):
-            el.tag = "page-break"
+            tag = el.tag = "page-break"
         elif name in ("div", "p") and _is_page_break(el):
             el.set("data-page-break", "1")
-        for attr in list(el.attrib):
-            if attr not in _KEEP_ATTRS and attr not in ("data-bold", "data-page-break"):
+        for attr in el.keys():
+            if attr not in _KEEP_ATTRS:
                 del el.attrib[attr]
-        if el.tag in _STRIPPED and el in boundaries:
+        if tag in _STRIPPED and el in boundaries:
             el.tag = "block-span"  # a display:block span: unwrapped after step 4, which reads it
     for note in notes:
         anchor = etree.Element("note-anchor")
@@ -584,7 +606,7 @@ def _remove_toc(body: etree._Element) -> int:
             continue
         entries = paged = 0
         for r in rows:
-            cells = [_text(c) for c in r if isinstance(c.tag, str) and _text(c)]
+            cells = [t for t in (_text(c) for c in r if isinstance(c.tag, str)) if t]
             if not cells or not re.fullmatch(r"\d{1,3}|[ivx]+", cells[-1], re.I):
                 continue
             paged += 1

@@ -604,11 +604,17 @@ def _nearest_table(el: etree._Element) -> etree._Element | None:
     return None
 
 
+_SPAN_VALUE = re.compile(r"[0-9]{1,9}")
+
+
 def _int_attr(el: etree._Element, name: str) -> int:
-    v = el.get(name, "1").strip()
+    v = el.get(name)
+    if v is None:
+        return 1  # most cells
+    v = v.strip()
     # ASCII digits only (HTML's rule; str.isdigit() also accepts "²", which int() refuses), and at most
     # 9 of them (int() refuses > 4300 digits); expand_spans caps the value.
-    return int(v) if re.fullmatch(r"[0-9]{1,9}", v) and int(v) > 0 else 1
+    return int(v) if _SPAN_VALUE.fullmatch(v) and int(v) > 0 else 1
 
 
 def filing_table_grid(table: etree._Element) -> list[list[str]]:
