@@ -105,6 +105,8 @@ def ground(
     tables = sum(d.tables for d in result.documents)
     facts = f", {len(result.facts)} facts" if result.facts is not None else ""
     print(f"{out}: {len(result.documents)} documents, {tables} tables, {tokens} tokens{facts}")
+    global _QUICK_EXIT
+    _QUICK_EXIT = True  # everything is written and closed: what is left to free is memory
 
 
 @qa_app.command("ground")
@@ -1389,6 +1391,31 @@ def os_error_line(exc: OSError) -> str:
     return f"{name}: {reason}" if name else reason
 
 
+_QUICK_EXIT = False  # set by a command that succeeded with all its outputs closed (`frame ground`)
+
+
+def _exit_without_teardown() -> None:
+    """End a successful `frame` process without the interpreter's teardown, which frees every object one
+    by one: for `frame ground` that is the tokenizer (a 200,000-entry vocabulary and its Rust tables), the
+    parsed filing and pyarrow, ~0.1 s of a 0.7 s run; the OS reclaims the memory at once. atexit hooks
+    still run and the standard streams are flushed first; with another thread alive (nothing here starts
+    one) the normal exit is kept, so no thread is cut short."""
+    import atexit
+    import os
+    import threading
+
+    run_exit_hooks = getattr(atexit, "_run_exitfuncs", None)
+    if run_exit_hooks is None or threading.active_count() > 1:
+        return
+    run_exit_hooks()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            return  # a closed pipe: the normal exit reports it as Python does
+    os._exit(0)
+
+
 def main() -> None:  # pragma: no cover - entry point (tests run it through the `frame` script)
     """The `frame` command: every command under one error boundary for file-system faults, which end in
     one line and exit 2 (a full or read-only disk, a busy or forbidden path), never a traceback."""
@@ -1399,6 +1426,10 @@ def main() -> None:  # pragma: no cover - entry point (tests run it through the 
     except OSError as exc:
         print(f"frame: error: {os_error_line(exc)}".replace("\n", " "), file=sys.stderr)
         sys.exit(2)
+    except SystemExit as exc:
+        if _QUICK_EXIT and exc.code in (None, 0):
+            _exit_without_teardown()
+        raise
 
 
 if __name__ == "__main__":  # pragma: no cover
