@@ -37,9 +37,9 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/grounding.py
 	$(BIN)/python benchmarks/ground_largest.py
 	$(BIN)/python benchmarks/structural_similarity.py
+	$(MAKE) demo
 	$(BIN)/python benchmarks/meta_structure.py --release data/releases/demo/$(DEMO_VERSION)
 	$(BIN)/python benchmarks/refresh.py
-	$(MAKE) demo
 	$(BIN)/python benchmarks/server.py
 	$(BIN)/python benchmarks/scoring.py --release data/releases/demo/$(DEMO_VERSION)
 	$(BIN)/python benchmarks/scoring_cold.py --release data/releases/demo/$(DEMO_VERSION) --server --repeat 2

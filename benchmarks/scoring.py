@@ -81,6 +81,7 @@ def family_costs(release: Path, systems: list[str], families: list[str]) -> dict
 
     from flows.generate import generate_reports
     from schemas.scoring import ScoreSettings
+    from tasks.generate.systems import builtin_systems, make_system
     from tasks.score import registry
     from tasks.score.inputs import grounding_of
     from tasks.score.metric import JudgeEnv, instance_seed
@@ -88,8 +89,12 @@ def family_costs(release: Path, systems: list[str], families: list[str]) -> dict
     inst = pd.read_parquet(release / "instances.parquet").to_dict("records")
     settings = ScoreSettings()
     with tempfile.TemporaryDirectory(prefix="frame-bench-family-") as tmp:
+        builtins = builtin_systems()
         reports = {
-            s: {r["instance_id"]: r["markdown"] for r in generate_reports(release, s, cache_dir=Path(tmp))}
+            s: {
+                g.instance_id: g.markdown
+                for g in generate_reports(release, make_system(s, builtins[s], cache_dir=Path(tmp)))
+            }
             for s in systems
             if s != "gold"
         }
