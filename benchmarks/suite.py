@@ -32,23 +32,30 @@ def main() -> None:
     if not args.report.is_file():
         print(f"suite: no report at {args.report.name}: run `make test` first (it writes the JUnit report)")
         return
-    suite = ET.parse(args.report).getroot()
-    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
-    if suite is None:
+    root = ET.parse(args.report).getroot()
+    # tests/run_suite.py writes <testsuites> (one <testsuite> per process) with the run's wall time, test
+    # count and whether it ran the whole suite; a plain pytest report is one <testsuite>
+    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+    if not suites:
         sys.exit(f"{args.report}: not a JUnit report (no <testsuite>)")
-    seconds, tests = float(suite.get("time", 0)), int(suite.get("tests", 0))
+    seconds = float(root.get("time") or max(float(x.get("time") or 0) for x in suites))
+    tests = int(root.get("tests") or sum(int(x.get("tests") or 0) for x in suites))
     per_file: dict[str, float] = defaultdict(float)
-    for case in suite.iter("testcase"):
+    for case in root.iter("testcase"):
         module = case.get("classname") or "?"  # tests.test_x, or tests.test_x.TestClass
         if module.rsplit(".", 1)[-1][:1].isupper():
             module = module.rsplit(".", 1)[0]
         per_file[module] += float(case.get("time", 0))
     base = baseline("suite")
-    print(f"test suite: {seconds:7.1f} s, {tests} tests  (report {suite.get('timestamp', '?')})")
-    print(
-        f"baseline  : {base['value']:7.1f} s  [{base['name']}; {base['measured']}]  "
-        f"ratio {seconds / base['value']:.2f}x (target <= 1.00)"
-    )
+    stamp = max((x.get("timestamp") or "?") for x in suites)
+    print(f"test suite: {seconds:7.1f} s wall, {tests} tests, {len(suites)} process(es)  (report {stamp})")
+    if root.get("selection") == "part":
+        print("  a run of selected tests, not the whole suite: no ratio (run `make test` for one)")
+    else:
+        print(
+            f"baseline  : {base['value']:7.1f} s  [{base['name']}; {base['measured']}]  "
+            f"ratio {seconds / base['value']:.2f}x (target <= 1.00)"
+        )
     print("slowest test modules (setup + call; a shared fixture counts where it is first used):")
     for name, sec in sorted(per_file.items(), key=lambda kv: -kv[1])[:10]:
         print(f"  {sec:7.1f} s  {name}")
