@@ -310,16 +310,23 @@ def _is_hidden(el: etree._Element) -> bool:
     return st.get("display") == "none" or st.get("visibility") == "hidden"
 
 
+# elements whose style names display/visibility: _is_hidden's quick test, run in C over the tree
 _STYLED_HIDDEN_CANDIDATES = etree.XPath(
     "descendant-or-self::*[contains(@style, 'display') or contains(@style, 'visibility')]"
 )
 
 
-def _is_page_break(el: etree._Element) -> bool:
-    style = el.get("style")
+def hidden_elements(root: etree._Element) -> list[etree._Element]:
+    """`root` and its descendants that a reader does not see (display:none, visibility:hidden), in
+    document order."""
+    return [e for e in _STYLED_HIDDEN_CANDIDATES(root) if _is_hidden(e)]
+
+
+def _is_page_break(style: str | None) -> bool:
+    """Whether an element with this style attribute starts or ends a printed page."""
     if not style or "break" not in style:
         return False
-    st = _style(el)
+    st = _parse_style(style)
     return any(
         st.get(k) in ("always", "page")
         for k in ("page-break-after", "page-break-before", "break-after", "break-before")
@@ -348,8 +355,7 @@ def clean_filing(data: bytes, source_name: str) -> CleanFiling:
     for el in list(body.iter(f"{{{IX}}}header")):
         _remove(el)
         removed["ix_header"] += 1
-    # (only elements whose style names display/visibility: the same quick test as _is_hidden, in C)
-    for el in [e for e in _STYLED_HIDDEN_CANDIDATES(body) if _is_hidden(e)]:
+    for el in hidden_elements(body):
         if el.getparent() is not None:
             _remove(el)
             removed["hidden"] += 1
@@ -392,9 +398,9 @@ def clean_filing(data: bytes, source_name: str) -> CleanFiling:
                 tag = el.tag = "b" if bold else ("i" if italic else "span")
             elif bold and _text(el):
                 el.set("data-bold", "1")
-        if name == "hr" and _is_page_break(el):
+        if name == "hr" and _is_page_break(style):
             tag = el.tag = "page-break"
-        elif name in ("div", "p") and _is_page_break(el):
+        elif name in ("div", "p") and _is_page_break(style):
             el.set("data-page-break", "1")
         for attr in el.keys():
             if attr not in _KEEP_ATTRS:

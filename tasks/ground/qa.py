@@ -27,7 +27,7 @@ from rapidfuzz import fuzz
 from tasks.ground import latexml_source as ls
 from tasks.ground.glue import glued_tokens, rendered_text
 from tasks.ground.items import form_items_named, item_label
-from tasks.ground.ixbrl import IX, XHTML, _is_hidden, _text, parse_ixbrl
+from tasks.ground.ixbrl import IX, XHTML, _text, hidden_elements, parse_ixbrl
 from tasks.ground.split import filing_table_grid, layout_kind
 from tasks.ground.tables import Cell, drop_empty, expand_spans, grid_to_html
 from tasks.ground.textblocks import note_blocks
@@ -53,7 +53,7 @@ def _visible_body(root: etree._Element) -> etree._Element:
     body = root.find(f"{{{XHTML}}}body")
     for el in list(body.iter(f"{{{IX}}}header")):
         el.getparent().remove(el)
-    for el in [e for e in body.iter() if isinstance(e.tag, str) and _is_hidden(e)]:
+    for el in hidden_elements(body):
         if el.getparent() is not None:
             el.getparent().remove(el)
     return body

@@ -386,8 +386,9 @@ class RetrievalIndex:
         """The index of `gset`, built once per process for the same documents: a scoring run's extractive
         baseline and its faithfulness judge index the same grounding sets. An index is read-only once
         built, so threads share it."""
-        chars = sum(len(t) for t in gset.texts.values())
-        return _SHARED.get_or_make(_gset_key(gset), lambda: cls(gset), lambda _: chars)
+        return _SHARED.get_or_make(
+            _gset_key(gset), lambda: cls(gset), lambda _: sum(len(t) for t in gset.texts.values())
+        )
 
     @classmethod
     def from_passages(cls, passages: list[Passage]) -> RetrievalIndex:
