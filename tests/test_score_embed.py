@@ -269,6 +269,44 @@ def test_minilm_vector_does_not_depend_on_its_batch(minilm):
         assert np.array_equal(together[i], vec), texts[i]
 
 
+_TRACE_TEXTS = [
+    "Net revenue rose 12% to $4.1 billion, driven by data-centre demand.",
+    "Short one.",
+    "The transformer encoder attends over all tokens of the input sequence at once, layer by layer.",
+    "Cash and cash equivalents",
+    "| Total liabilities | 1,234 | 1,180 |",
+]
+
+
+def test_traced_forward_gives_the_eager_vectors(minilm, monkeypatch):
+    # the score flow embeds through the traced transformer (one GIL release per forward); its vectors
+    # must be the model's own `encode` vectors, texts of every length, alone or in a batch
+    from tasks.score import embed as E
+
+    assert E._TRACED is not None  # this torch traces; the fallback is tested below
+    model = E._minilm()
+    want = np.stack([model.encode([t], normalize_embeddings=True)[0] for t in _TRACE_TEXTS])
+    traced = minilm.embed(_TRACE_TEXTS)
+    np.testing.assert_allclose(traced, want, atol=2e-6)
+    monkeypatch.setattr(E, "_TRACED", None)  # the eager path of the same embedder
+    np.testing.assert_allclose(minilm.embed(_TRACE_TEXTS), traced, atol=2e-6)
+
+
+def test_trace_is_refused_when_off_or_wrong(minilm, monkeypatch, caplog):
+    from tasks.score import embed as E
+
+    model = E._minilm()
+    monkeypatch.setenv("FRAME_EMBED_TRACE", "0")
+    assert E._traced_forward(model) is None
+    monkeypatch.delenv("FRAME_EMBED_TRACE")
+    assert E._traced_forward(model) is not None
+    # a trace whose vectors differ from `encode` (here: a pooling that is not the model's) is not used
+    monkeypatch.setattr(E, "_encode", lambda m, t, texts: np.ones((len(texts), 384), dtype=np.float32))
+    with caplog.at_level("WARNING", logger="tasks.score.embed"):
+        assert E._traced_forward(model) is None
+    assert "traced MiniLM differs from eager" in caplog.text
+
+
 class CountingWrapper:
     def __init__(self, inner) -> None:
         self.inner = inner
