@@ -14,7 +14,8 @@ repository. Prints the wall-clock seconds, peak RSS of each run, the ratios to t
 
     .venv/bin/python benchmarks/scoring_cold.py [--release data/releases/demo/0.1.0] [--baseline COMMIT]
         [--server]   # also time fp32 against a running background Prefect server (`frame server start`)
-        [--repeat N] # N cold runs per configuration, the fastest counts (timeit's rule: noise only adds)
+        [--repeat N] # N cold runs per configuration, the fastest counts (timeit's rule: noise only adds);
+                     # the baseline and this checkout alternate run by run
 """
 
 from __future__ import annotations
@@ -59,8 +60,10 @@ def score(
     work.mkdir(parents=True, exist_ok=True)
     if home is not None:
         shutil.copytree(home, work / "prefect")
+    # bytecode as an installed package has it (compiled up front by `compiled`), whatever the calling
+    # shell's PYTHONDONTWRITEBYTECODE says: else each run times compiling every module of its code
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
         "PREFECT_HOME": str(work / "prefect"),
         "PREFECT_LOCAL_STORAGE_PATH": str(work / "cache" / "prefect-results"),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
@@ -95,9 +98,15 @@ _MEASURED = (
 )
 
 
-def best(repeat: int, code: Path, release: Path, work: Path, *args, **kwargs) -> tuple[float, float, Path]:
-    """The fastest of `repeat` cold runs (each in its own folder: nothing carries over), with its RSS."""
-    runs = [score(code, release, work / f"run{i}", *args, **kwargs) for i in range(repeat)]
+def compiled(code: Path) -> Path:
+    """`code` with the bytecode of its modules written (as `pip install` leaves a package)."""
+    for part in ("flows", "tasks", "schemas"):
+        subprocess.run([PYTHON, "-m", "compileall", "-q", str(code / part)], check=True)
+    return code
+
+
+def fastest(runs: list[tuple[float, float, Path]]) -> tuple[float, float, Path]:
+    """The fastest of several cold runs (each in its own folder: nothing carries over), with its RSS."""
     return min(runs, key=lambda r: r[0])
 
 
@@ -141,15 +150,30 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="frame-bench-cold-") as tmp:
         t = Path(tmp)
         homes = {"new": None, "existing": used_prefect_home(t / "used") if "existing" in modes else None}
-        base: dict[str, tuple | None] = {}
-        fp32: dict[str, tuple] = {}
-        with checkout(commit) as tree:
-            for m in modes:
-                base[m] = best(n, tree, release, t / f"base-{m}", None, home=homes[m]) if tree else None
-        for m in modes:
-            fp32[m] = best(n, ROOT, release, t / f"fp32-{m}", "fp32", home=homes[m])
+        base_runs: dict[str, list] = {m: [] for m in modes}
+        fp32_runs: dict[str, list] = {m: [] for m in modes}
+        bf16_runs: list = []
         last = modes[-1]
-        bf16 = best(n, ROOT, release, t / "bf16", "bf16", home=homes[last]) if native_bf16() else None
+        compiled(ROOT)
+        with checkout(commit) as tree:
+            if tree:
+                compiled(tree)
+            # baseline and this checkout alternate, run after run: this machine's speed drifts by 10-30%
+            # over minutes (shared host), which would otherwise land on one side of the ratio
+            for i in range(n):
+                for m in modes:
+                    if tree:
+                        base_runs[m].append(
+                            score(tree, release, t / f"base-{m}" / f"run{i}", None, home=homes[m])
+                        )
+                    fp32_runs[m].append(
+                        score(ROOT, release, t / f"fp32-{m}" / f"run{i}", "fp32", home=homes[m])
+                    )
+                if native_bf16():
+                    bf16_runs.append(score(ROOT, release, t / "bf16" / f"run{i}", "bf16", home=homes[last]))
+        base = {m: fastest(base_runs[m]) if base_runs[m] else None for m in modes}
+        fp32 = {m: fastest(fp32_runs[m]) for m in modes}
+        bf16 = fastest(bf16_runs) if bf16_runs else None
         served = None
         if args.server:
             data = t / "served"

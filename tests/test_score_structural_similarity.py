@@ -96,6 +96,29 @@ def test_dp_matches_literal_on_deep_chains_and_wide_fans():
             )
 
 
+def _hash_embed(texts):
+    # deterministic, unnormalised 16-dim vectors (make_node_similarity normalises them)
+    return np.stack([np.frombuffer(zlib.crc32(t.encode()).to_bytes(4, "big") * 4, np.uint8) for t in texts])
+
+
+@pytest.mark.parametrize("proj", ["rbf", "linear", "power"])
+def test_node_similarity_matrix_is_the_pairwise_similarity(proj):
+    # the score path fills the cost matrix from `sim.matrix` in array operations; it must be the
+    # pair-by-pair similarity, and the DP on it the literal recursion on pair-by-pair calls
+    rng = random.Random(11)
+    sim = make_node_similarity(_hash_embed, proj=proj, delta=0.3)
+    for _ in range(30):
+        a = random_tree(rng, rng.randint(1, 10))
+        b = random_tree(rng, rng.randint(1, 10))
+        fa, fb = flatten(a), flatten(b)
+        want = np.array([[sim(r, s) for s in fb.objs] for r in fa.objs])
+        np.testing.assert_allclose(sim.matrix(fa.objs, fb.objs), want, rtol=0, atol=1e-12)
+        for gamma in (0.0, 1.0):
+            assert structural_cost(a, b, sim, gamma) == pytest.approx(
+                literal_cost(a, b, sim, gamma), abs=1e-9
+            )
+
+
 # ---------------------------------------------------------------- hand-computed cases
 
 

@@ -27,7 +27,7 @@ from tasks.generate.runs import load_release_inputs, runs_folder
 from tasks.generate.systems import builtin_systems, make_system
 from tasks.release.evalkit import report_file_name
 from tasks.score.align import group_agreement, ranking_rows
-from tasks.score.structural_similarity import FlatTree, batched_similarity, node_fields
+from tasks.score.structural_similarity import FlatTree, batched_similarity, node_fields, project_array
 from tasks.score.tree import report_tree
 
 __all__ = [
@@ -286,13 +286,7 @@ def prepare_pairs(
 
 def project(x: np.ndarray, setting: Setting) -> np.ndarray:
     """The projection of `structural_similarity.PROJECTIONS`, elementwise on an array of cosines."""
-    if setting.proj == "rbf":
-        return np.exp(-((1.0 - x) ** 2) / (2.0 * setting.delta * setting.delta))
-    if setting.proj == "linear":
-        return (x + 1.0) / 2.0
-    if setting.proj == "power":
-        return ((x + 1.0) / 2.0) ** setting.power_n
-    raise ValueError(f"unknown projection {setting.proj!r}")
+    return project_array(x, setting.proj, setting.delta, setting.power_n)
 
 
 def _similarities(pair: _Pair, settings: Sequence[Setting]) -> np.ndarray:

@@ -17,6 +17,7 @@ from tasks.score.tree import report_tree, tree_size
 
 __all__ = [
     "PROJECTIONS",
+    "project_array",
     "FlatTree",
     "batched_similarity",
     "flatten",
@@ -90,6 +91,11 @@ def _cost_matrix(
 ) -> list[list[float]]:
     """CostN for the root pair and every non-root pair (the only pairs the recursion can reach)."""
     n, m = len(t1), len(t2)
+    matrix = getattr(node_similarity, "matrix", None)
+    if callable(matrix):  # every pair in a few array operations (make_node_similarity)
+        depth = np.minimum.outer(np.asarray(t1.depth, dtype=float), np.asarray(t2.depth, dtype=float))
+        c = 2.0 * (1.0 - np.asarray(matrix(t1.objs, t2.objs), dtype=float))
+        return (c / (depth + 1.0) ** gamma if gamma else c).tolist()
     prepare = getattr(node_similarity, "prepare", None)
     if callable(prepare):
         prepare(list(t1.objs) + list(t2.objs))
@@ -308,6 +314,17 @@ def _proj_power(x: float, delta: float, n: int) -> float:
 PROJECTIONS = {"rbf": _proj_rbf, "linear": _proj_linear, "power": _proj_power}
 
 
+def project_array(x: np.ndarray, proj: str, delta: float, n: int) -> np.ndarray:
+    """`PROJECTIONS[proj]` elementwise on an array of cosines."""
+    if proj == "rbf":
+        return np.exp(-((1.0 - x) ** 2) / (2.0 * delta * delta))
+    if proj == "linear":
+        return (x + 1.0) / 2.0
+    if proj == "power":
+        return ((x + 1.0) / 2.0) ** n
+    raise ValueError(f"proj must be one of {sorted(PROJECTIONS)} (got {proj!r})")
+
+
 def make_node_similarity(
     embed: Callable[[list[str]], np.ndarray],
     w: float = 0.2,
@@ -352,7 +369,20 @@ def make_node_similarity(
             texts.extend(node_fields(node))
         _ensure(texts)
 
+    def matrix(nodes_a: Sequence[Any], nodes_b: Sequence[Any]) -> np.ndarray:
+        """sim(r, s) for every r of `nodes_a` and s of `nodes_b` at once: (len(a), len(b))."""
+        fa, fb = [node_fields(x) for x in nodes_a], [node_fields(x) for x in nodes_b]
+        _ensure([t for pair in fa + fb for t in pair])
+
+        def cos(i: int) -> np.ndarray:
+            va = np.stack([vectors[f[i]] for f in fa])
+            vb = np.stack([vectors[f[i]] for f in fb])
+            return np.clip(va @ vb.T, -1.0, 1.0)
+
+        return w * project_array(cos(0), proj, delta, n) + (1.0 - w) * project_array(cos(1), proj, delta, n)
+
     sim.prepare = prepare  # type: ignore[attr-defined]
+    sim.matrix = matrix  # type: ignore[attr-defined]
     return sim
 
 
