@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import hashlib
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -292,6 +293,24 @@ def test_traced_forward_gives_the_eager_vectors(minilm, monkeypatch):
     np.testing.assert_allclose(minilm.embed(_TRACE_TEXTS), traced, atol=2e-6)
 
 
+def test_traced_forwards_run_single_threaded_side_by_side(minilm, monkeypatch):
+    # one single-threaded forward per core: no intra-op barrier for a busy Python thread to stall, and
+    # a text's vector the same however many forwards ran at once (checked against a serial run)
+    import torch
+
+    from tasks.score import embed as E
+
+    pool = E._forward_pool()
+    assert pool._max_workers == torch.get_num_threads()
+    assert set(pool.map(lambda _: torch.get_num_threads(), range(8))) == {1}
+    texts = [f"Segment {i} revenue was ${i}.{i} billion in fiscal {2000 + i}." for i in range(150)]
+    side_by_side = LocalMiniLM(batch_size=8).embed(texts)
+    serial = LocalMiniLM(batch_size=8)
+    with ThreadPoolExecutor(1, initializer=torch.set_num_threads, initargs=(1,)) as one:
+        monkeypatch.setattr(E, "_POOL", one)
+        np.testing.assert_array_equal(serial.embed(texts), side_by_side)
+
+
 def test_trace_is_refused_when_off_or_wrong(minilm, monkeypatch, caplog):
     from tasks.score import embed as E
 
@@ -401,6 +420,7 @@ def test_bf16_is_its_own_embedder_close_to_fp32(minilm, tmp_path):
     assert bf16.name == "all-MiniLM-L6-v2@128+bf16" != minilm.name  # never shares cache or judge names
     a, b = minilm.embed(texts), bf16.embed(texts)
     assert np.abs(a - b).max() < 0.01 and (a * b).sum(axis=1).min() > 0.999
+    assert np.abs(a - b).max() > 1e-5  # bf16 really ran (autocast is entered in the forward's thread)
     CachedEmbedder(bf16, tmp_path).embed(texts[:1])
     CachedEmbedder(minilm, tmp_path).embed(texts[:1])
     assert sorted(p.name for p in (tmp_path / "embeddings").iterdir()) == [

@@ -11,6 +11,7 @@ written atomically; an unreadable shard or malformed row counts as a miss and is
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import logging
@@ -154,15 +155,54 @@ def _traced_forward(model: Any) -> Any:
         return None
 
 
-def _encode(model: Any, traced: Any, texts: list[str]) -> np.ndarray:
+def _encode(model: Any, traced: Any, texts: list[str], precision: str = "fp32") -> np.ndarray:
     """Unit vectors of `texts` (all of one token length) through the traced transformer: the same
     mean pooling and normalisation as the model's `encode`."""
+    return _forward(traced, _features(model, texts), precision)
+
+
+def _features(model: Any, texts: list[str]) -> tuple[Any, Any]:
+    feats = model.tokenizer(texts, truncation=True, max_length=MINILM_MAX_TOKENS, return_tensors="pt")
+    return feats["input_ids"], feats["token_type_ids"]
+
+
+def _forward(traced: Any, features: tuple[Any, Any], precision: str) -> np.ndarray:
     import torch
 
-    feats = model.tokenizer(texts, truncation=True, max_length=MINILM_MAX_TOKENS, return_tensors="pt")
-    with torch.inference_mode():
-        hidden = traced(feats["input_ids"], feats["token_type_ids"])
+    # inference mode and autocast are per thread: entered here, in the thread that runs the forward
+    cast = torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else nullcontext()
+    with torch.inference_mode(), cast:
+        hidden = traced(*features)
         return torch.nn.functional.normalize(hidden.float().mean(dim=1), dim=1).numpy()
+
+
+_POOL: Any = None
+
+
+def _forward_pool() -> Any:
+    """One single-threaded forward per core, side by side (created once per process).
+
+    Why: torch's own intra-op threads meet at a barrier after every op, so while a Python thread holds
+    one of two cores the whole forward runs at the pace of the descheduled thread: 1,200 texts beside
+    a busy Python thread took 20.4 s with 2 intra-op threads and 10.0 s as 2 single-threaded forwards
+    (alone: 5.6 vs 5.1 s), the Python thread getting as much CPU either way. Every traced forward runs
+    here with one thread, so a text's vector never depends on how many forwards ran at once."""
+    global _POOL
+    if _POOL is None:
+        with _MODEL_LOCK:
+            if _POOL is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                import torch
+
+                # torch.set_num_threads(1) in a worker sets that thread's OpenMP team size only
+                _POOL = ThreadPoolExecutor(
+                    max(1, torch.get_num_threads()),
+                    thread_name_prefix="frame-minilm",
+                    initializer=torch.set_num_threads,
+                    initargs=(1,),
+                )
+    return _POOL
 
 
 def warm_up_minilm() -> threading.Thread:
@@ -250,33 +290,41 @@ class LocalMiniLM:
         if not texts:
             return out
         model = _minilm()
-        if self.precision == "bf16":
-            import torch
-
-            autocast: Any = torch.autocast("cpu", dtype=torch.bfloat16)
-        else:
-            autocast = nullcontext()
         # Each forward pass holds texts of one token length (no pad positions) and at least _MIN_TOKENS
         # tokens in all (tiny matrices take another BLAS kernel): a text's vector then does not depend on
         # which texts share its batch (padding or a tiny batch moved it by ~1e-7), and no compute goes to
         # pad positions (~20% faster on mixed lengths). The lock keeps the fast tokenizer single-threaded.
-        with _ENCODE_LOCK, autocast:
+        with _ENCODE_LOCK:
+            batches: list[tuple[list[int], list[str]]] = []
             for length, rows in same_length_groups(model.tokenizer, texts, MINILM_MAX_TOKENS):
                 for start in range(0, len(rows), self.batch_size):
-                    chunk = [texts[i] for i in rows[start : start + self.batch_size]]
-                    filler = [chunk[0]] * max(0, -(-_MIN_TOKENS // length) - len(chunk))
-                    if _TRACED is not None:
-                        vecs = _encode(model, _TRACED, chunk + filler)
-                    else:
-                        vecs = model.encode(
-                            chunk + filler,
-                            batch_size=len(chunk) + len(filler),
-                            normalize_embeddings=True,
-                            convert_to_numpy=True,
-                            show_progress_bar=False,
-                        )
-                    out[rows[start : start + self.batch_size]] = vecs[: len(chunk)]
+                    chunk = rows[start : start + self.batch_size]
+                    filler = [texts[chunk[0]]] * max(0, -(-_MIN_TOKENS // length) - len(chunk))
+                    batches.append((chunk, [texts[i] for i in chunk] + filler))
+            if _TRACED is not None:
+                feats = [_features(model, batch) for _, batch in batches]
+                forward = functools.partial(_forward, _TRACED, precision=self.precision)
+                for (rows, _), vecs in zip(batches, _forward_pool().map(forward, feats), strict=True):
+                    out[rows] = vecs[: len(rows)]
+            else:
+                self._eager(model, batches, out)
         return normalise_rows(out)
+
+    def _eager(self, model: Any, batches: list[tuple[list[int], list[str]]], out: np.ndarray) -> None:
+        """The model's own `encode`, batch by batch in this thread (no trace: see _traced_forward)."""
+        import torch
+
+        cast = torch.autocast("cpu", dtype=torch.bfloat16) if self.precision == "bf16" else nullcontext()
+        with cast:
+            for rows, batch in batches:
+                vecs = model.encode(
+                    batch,
+                    batch_size=len(batch),
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
+                    show_progress_bar=False,
+                )
+                out[rows] = vecs[: len(rows)]
 
     def __repr__(self) -> str:
         return f"LocalMiniLM(batch_size={self.batch_size}, precision={self.precision!r})"
