@@ -311,6 +311,22 @@ def test_traced_forwards_run_single_threaded_side_by_side(minilm, monkeypatch):
         np.testing.assert_array_equal(serial.embed(texts), side_by_side)
 
 
+def test_a_forked_child_does_not_inherit_the_forward_pool(minilm):
+    # the parent's pool threads do not exist in a fork: a child that used the inherited pool would wait
+    # forever for them; it must make its own
+    import os
+
+    from tasks.score import embed as E
+
+    assert E._forward_pool() is not None
+    pid = os.fork()
+    if pid == 0:  # the child reports by its exit code only
+        os._exit(0 if E._POOL is None else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert E._POOL is not None  # the parent keeps its own
+
+
 def test_trace_is_refused_when_off_or_wrong(minilm, monkeypatch, caplog):
     from tasks.score import embed as E
 

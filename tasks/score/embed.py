@@ -205,6 +205,14 @@ def _forward_pool() -> Any:
     return _POOL
 
 
+def _forget_pool() -> None:
+    global _POOL
+    _POOL = None  # a forked child has none of the parent's threads: it makes its own pool
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
 def warm_up_minilm() -> threading.Thread:
     """Load the process-wide model in a background thread; returns it (join it before the process ends:
     an import cut short at interpreter exit can crash). A command that will embed starts this before
