@@ -98,11 +98,10 @@ _MEASURED = (
 )
 
 
-def compiled(code: Path) -> Path:
-    """`code` with the bytecode of its modules written (as `pip install` leaves a package)."""
+def compiled(code: Path) -> None:
+    """Write the bytecode of `code`'s modules (as `pip install` leaves a package)."""
     for part in ("flows", "tasks", "schemas"):
         subprocess.run([PYTHON, "-m", "compileall", "-q", str(code / part)], check=True)
-    return code
 
 
 def fastest(runs: list[tuple[float, float, Path]]) -> tuple[float, float, Path]:
