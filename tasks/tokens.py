@@ -63,7 +63,7 @@ O200K_PAT_STR = "|".join(
 )
 _QUICKTOK_VOCAB = ("data", "o200k.vocab")
 
-_REPO_ROOT = Path(__file__).resolve().parents[2]
+_REPO_ROOT = Path(__file__).resolve().parents[1]
 _LOCK = threading.RLock()
 _ENCODER: tiktoken.Encoding | None = None
 

@@ -14,6 +14,15 @@ CORPUS = Path(os.environ.get("FRAME_CORPUS", ROOT.parent / "shared" / "corpus"))
 # fp32 stays the reference in tests: MiniLM in bf16 (`auto` on CPUs with bf16 instructions) moves scores
 # by up to ~0.002, which benchmarks/scoring.py measures; tests that want bf16 ask for it explicitly.
 os.environ.setdefault("FRAME_EMBED_PRECISION", "fp32")
+# One compiled-MiniLM cache for the session (tests/run_suite.py: for both of its processes), as a user
+# shares one across data folders: each `frame score` then loads the graph (~2 s) instead of importing
+# sentence-transformers and tracing (~7 s). Tests of that cache point FRAME_MODEL_CACHE elsewhere.
+if not os.environ.get("FRAME_MODEL_CACHE"):
+    import atexit
+    import tempfile
+
+    os.environ["FRAME_MODEL_CACHE"] = tempfile.mkdtemp(prefix="frame-test-models-")
+    atexit.register(shutil.rmtree, os.environ["FRAME_MODEL_CACHE"], ignore_errors=True)
 
 
 def edgar_rows() -> list[dict[str, str]]:
@@ -41,12 +50,20 @@ def corpus() -> Path:
 
 @pytest.fixture(scope="session")
 def prefect_harness(tmp_path_factory):
-    """One temporary Prefect database/server for the whole session (it costs ~10 s to start)."""
+    """The session's Prefect home and API for flows run in-process: the shared server (shared_api_url),
+    or Prefect's test harness (a temporary database and server, ~10 s to start) when there is none."""
     home = tmp_path_factory.mktemp("prefect-home")
     os.environ["PREFECT_HOME"] = str(home)
     os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
     os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "120"
     os.environ["PREFECT_LOCAL_STORAGE_PATH"] = str(home / "results")
+    url = shared_api_url()
+    if url:
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        with temporary_settings(updates={PREFECT_API_URL: url}):
+            yield home
+        return
     from prefect.testing.utilities import prefect_test_harness
 
     with prefect_test_harness(server_startup_timeout=120):
@@ -94,11 +111,14 @@ _SHARED_SERVER: dict[str, str] = {}
 
 
 def shared_api_url() -> str | None:
-    """One background Prefect server (flows/server.py, what `frame server start` runs) for every `frame`
-    subprocess of the session, started on first use and stopped at exit: each command then skips the
-    ~7-10 s start of a temporary server. FRAME_TEST_TEMP_SERVERS=1 turns it off."""
+    """One background Prefect server (flows/server.py, what `frame server start` runs) for the session's
+    in-process flows and every `frame` subprocess: each command then skips the ~7-10 s start of a
+    temporary server. tests/run_suite.py starts one for both of its processes (FRAME_TEST_PREFECT_API);
+    otherwise it is started on first use and stopped at exit. FRAME_TEST_TEMP_SERVERS=1 turns it off."""
     if os.environ.get("FRAME_TEST_TEMP_SERVERS") == "1":
         return None
+    if "url" not in _SHARED_SERVER and os.environ.get("FRAME_TEST_PREFECT_API"):
+        _SHARED_SERVER["url"] = os.environ["FRAME_TEST_PREFECT_API"]
     if "url" not in _SHARED_SERVER:
         import atexit
         import tempfile

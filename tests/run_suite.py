@@ -5,7 +5,8 @@ modules that share the expensive session fixtures (the demo release build and it
 tests/conftest.py) run in one process, so those fixtures are built once; every other module runs in the
 second, balanced by module durations: the last run's (`data/cache/test-durations.json`), else the
 committed snapshot `tests/durations.json` (refresh it by copying the former after a full run). Each
-process gets its own pytest basetemp, Prefect server and JUnit report; the reports are merged into
+process gets its own pytest basetemp and JUnit report (they share one Prefect server and one
+compiled-MiniLM cache); the reports are merged into
 `data/cache/test-suite.xml` (benchmarks/suite.py reads it). The output of each process is printed when it
 ends; the exit code is the first failing process's.
 
@@ -96,6 +97,21 @@ def merge(junits: list[Path]) -> tuple[ET.ElementTree, dict[str, float]]:
     return ET.ElementTree(suites), per_module
 
 
+def shared_server(folder: Path) -> Path | None:
+    """Start one background Prefect server for both processes (FRAME_TEST_PREFECT_API): one start and
+    one idle server instead of one per process. None: each process starts its own (or temporary ones)."""
+    if os.environ.get("FRAME_TEST_TEMP_SERVERS") == "1" or os.environ.get("FRAME_TEST_PREFECT_API"):
+        return None
+    from flows.server import start_server
+
+    try:
+        os.environ["FRAME_TEST_PREFECT_API"] = start_server(folder)["url"]
+    except RuntimeError as exc:
+        print(f"run_suite: no shared Prefect server ({exc}); each process starts its own", file=sys.stderr)
+        return None
+    return folder
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -117,14 +133,23 @@ def main() -> int:
     results: dict[int, tuple] = {}
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="frame-suite-") as tmp:
-        threads = [
-            threading.Thread(target=run_shard, args=(k, s, extra, Path(tmp), results))
-            for k, s in enumerate(shards, 1)
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        # both processes share one compiled-MiniLM cache and one Prefect server (tests/conftest.py)
+        os.environ.setdefault("FRAME_MODEL_CACHE", str(Path(tmp) / "models"))
+        server = shared_server(Path(tmp) / "prefect-server") if len(shards) > 1 else None
+        try:
+            threads = [
+                threading.Thread(target=run_shard, args=(k, s, extra, Path(tmp), results))
+                for k, s in enumerate(shards, 1)
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        finally:
+            if server is not None:
+                from flows.server import stop_server
+
+                stop_server(server)
         tree, per_module = merge([results[k][2] for k in sorted(results)])
         root = tree.getroot()  # the run as a whole, for benchmarks/suite.py: wall time, count, selection
         root.set("time", f"{time.perf_counter() - t0:.3f}")

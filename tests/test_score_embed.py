@@ -284,13 +284,77 @@ def test_traced_forward_gives_the_eager_vectors(minilm, monkeypatch):
     # must be the model's own `encode` vectors, texts of every length, alone or in a batch
     from tasks.score import embed as E
 
-    assert E._TRACED is not None  # this torch traces; the fallback is tested below
-    model = E._minilm()
+    runtime = E._minilm()
+    assert runtime.traced is not None  # this torch traces; the fallback is tested below
+    model = E._sentence_transformer()
     want = np.stack([model.encode([t], normalize_embeddings=True)[0] for t in _TRACE_TEXTS])
     traced = minilm.embed(_TRACE_TEXTS)
     np.testing.assert_allclose(traced, want, atol=2e-6)
-    monkeypatch.setattr(E, "_TRACED", None)  # the eager path of the same embedder
+    monkeypatch.setattr(E, "_RUNTIME", E._MiniLM(runtime.tokens, None))  # the eager path of the same embedder
     np.testing.assert_allclose(minilm.embed(_TRACE_TEXTS), traced, atol=2e-6)
+
+
+def test_minilm_tokens_are_the_models_own(minilm, corpus):
+    # texts are tokenised by the `tokenizers` backend alone (transformers is not imported to embed): the
+    # ids must be what the model's own tokenizer gives, cut at 128 word pieces, on real report text
+    from lxml import html
+
+    from tasks.score import embed as E
+
+    paper = sorted((corpus / "arxiv").rglob("*.html"))[0]
+    lines = [ln.strip() for ln in html.parse(str(paper)).getroot().text_content().splitlines()]
+    texts = [ln for ln in lines if ln][:400] + ["", "Ünïcödé — 10-K § 7A", "| a | b |" * 80]
+    want = E._sentence_transformer().tokenizer(texts, truncation=True, max_length=128)["input_ids"]
+    got = E._minilm().tokens.ids(texts)
+    assert got == [list(w) for w in want]
+    assert max(len(g) for g in got) == 128
+
+
+def _compiled_files(root):
+    return sorted(p.relative_to(root).as_posix().split("/", 1)[1] for p in root.rglob("*") if p.is_file())
+
+
+def test_compiled_minilm_is_saved_checked_and_reused(minilm, tmp_path, monkeypatch, caplog):
+    # a process traces MiniLM once and saves the graph; the next loads it (no SentenceTransformer, no
+    # trace) after checking it still gives the eager model's vectors; a torn or wrong file is traced again
+    from tasks.score import embed as E
+
+    monkeypatch.setenv("FRAME_MODEL_CACHE", str(tmp_path))
+    monkeypatch.setattr(E, "_RUNTIME", None)
+    first = E._minilm()
+    assert first.traced is not None
+    assert _compiled_files(tmp_path) == ["graph.pt", "probe.npy", "tokenizer.json"]
+    (folder,) = tmp_path.iterdir()
+    assert "torch" in folder.name and "all-MiniLM-L6-v2" in folder.name
+    want = minilm.embed(_TRACE_TEXTS)
+
+    def no_trace(*_a, **_k):
+        raise AssertionError("traced again although a checked graph was saved")
+
+    monkeypatch.setattr(E, "_RUNTIME", None)
+    monkeypatch.setattr(E, "_traced_forward", no_trace)
+    second = E._minilm()
+    assert second is not first and second.traced is not None
+    np.testing.assert_array_equal(minilm.embed(_TRACE_TEXTS), want)
+
+    monkeypatch.undo()
+    monkeypatch.setenv("FRAME_MODEL_CACHE", str(tmp_path))
+    graph = folder / "graph.pt"
+    good = graph.read_bytes()
+    graph.write_bytes(good[: len(good) // 2])  # torn
+    with caplog.at_level("WARNING", logger="tasks.score.embed"):
+        assert E._load_compiled() is None
+    assert "compiled MiniLM unreadable" in caplog.text
+    monkeypatch.setattr(E, "_RUNTIME", None)
+    assert E._minilm().traced is not None  # traced again and saved over the torn file
+    assert graph.read_bytes() != good[: len(good) // 2] and E._load_compiled() is not None
+
+    probe = folder / "probe.npy"
+    np.save(probe, np.ones((len(E._PROBE), 384), dtype=np.float32))  # vectors the graph does not give
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="tasks.score.embed"):
+        assert E._load_compiled() is None
+    assert "gives other vectors" in caplog.text
 
 
 def test_traced_forwards_run_single_threaded_side_by_side(minilm, monkeypatch):
@@ -330,15 +394,15 @@ def test_a_forked_child_does_not_inherit_the_forward_pool(minilm):
 def test_trace_is_refused_when_off_or_wrong(minilm, monkeypatch, caplog):
     from tasks.score import embed as E
 
-    model = E._minilm()
+    model, tokens = E._sentence_transformer(), E._minilm().tokens
     monkeypatch.setenv("FRAME_EMBED_TRACE", "0")
-    assert E._traced_forward(model) is None
+    assert E._traced_forward(model, tokens) is None
     monkeypatch.delenv("FRAME_EMBED_TRACE")
-    assert E._traced_forward(model) is not None
+    assert E._traced_forward(model, tokens) is not None
     # a trace whose vectors differ from `encode` (here: a pooling that is not the model's) is not used
-    monkeypatch.setattr(E, "_encode", lambda m, t, texts: np.ones((len(texts), 384), dtype=np.float32))
+    monkeypatch.setattr(E, "_encode", lambda tr, tok, texts: np.ones((len(texts), 384), dtype=np.float32))
     with caplog.at_level("WARNING", logger="tasks.score.embed"):
-        assert E._traced_forward(model) is None
+        assert E._traced_forward(model, tokens) is None
     assert "traced MiniLM differs from eager" in caplog.text
 
 

