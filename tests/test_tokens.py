@@ -75,7 +75,7 @@ def test_ensure_creates_cache_dir_and_file(fresh, monkeypatch):
 def test_default_dir_is_repo_data_cache(monkeypatch):
     monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)
     monkeypatch.delenv("FRAME_CACHE_DIR", raising=False)
-    repo = Path(tokens.__file__).resolve().parents[2]
+    repo = Path(tokens.__file__).resolve().parents[1]
     assert tokens.cache_dir() == repo / "data" / "cache" / "tiktoken"
     monkeypatch.setenv("FRAME_CACHE_DIR", "/x/y")
     assert tokens.cache_dir() == Path("/x/y/tiktoken")
