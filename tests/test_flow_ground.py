@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -82,8 +83,14 @@ def test_failing_domain_does_not_stop_others_and_rerun_is_cached(tmp_path, prefe
     state = ground_domain(cfg, "NVDA-10-Q", return_state=True)
     assert state.is_completed()
     this_run = FlowRunFilter(id=FlowRunFilterId(any_=[state.state_details.flow_run_id]))
+    deadline = time.monotonic() + 60  # task runs reach the server as events, recorded in batches
     with get_client(sync_client=True) as client:  # the session's server may hold other tests' runs
-        states = [r.state.name for r in client.read_task_runs(flow_run_filter=this_run)]
+        while True:
+            runs = client.read_task_runs(flow_run_filter=this_run)
+            if (runs and all(r.state and r.state.is_final() for r in runs)) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+    states = [r.state.name for r in runs]
     assert states and all(s == "Cached" for s in states), states
     index = json.loads((out / "NVDA-10-Q" / "2025-07-27" / "documents.json").read_text())
     assert len(index) >= 8

@@ -3,10 +3,12 @@ that folder use instead of starting a temporary server."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+from flows.server import SERVER_DEFAULTS
 from tests.conftest import frame_env
 from tests.test_score_openai_flow import write_release
 
@@ -28,6 +30,12 @@ def test_a_data_folders_server_is_used_by_its_commands(tmp_path):
         url = started.stdout.split("started: ")[1].split()[0]
         again = frame("server", "start", "--data", str(data))
         assert f"already running: {url}" in again.stdout
+        # the server records task-run events in batches (flows/server.py SERVER_DEFAULTS)
+        pid = json.loads((data / "run" / "prefect-server.json").read_text(encoding="utf-8"))["pid"]
+        server_env = dict(
+            kv.split("=", 1) for kv in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in kv
+        )
+        assert {k: server_env.get(k) for k in SERVER_DEFAULTS} == SERVER_DEFAULTS
         assert url in frame("server", "status", "--data", str(data)).stdout
         score = ["score", "--release", str(rel), "--systems", "copy-sample"]
         score += ["--metrics", "text_edit_distance"]

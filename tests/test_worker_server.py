@@ -67,7 +67,7 @@ def tail(path: Path, n: int = 4000) -> str:
 
 def stop(proc: subprocess.Popen) -> None:
     """SIGTERM the process group, then SIGKILL what is left after a grace period."""
-    for sig, grace in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+    for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, 10)):  # nothing to finish gracefully
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:

@@ -36,7 +36,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-import openai
+# `openai` (~0.5 s of imports) is imported in the functions that use it: commands on the offline
+# backend never load it.
 from pydantic import BaseModel, ValidationError
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
@@ -253,6 +254,8 @@ def corrective_message(problem: InvalidOutput, max_tokens: int) -> str:
 
 
 def is_transient(exc: BaseException) -> bool:
+    import openai
+
     if isinstance(exc, openai.APIConnectionError):  # includes APITimeoutError
         return True
     # A 200 whose body is not JSON (a proxy's HTML page, a cut connection) is the endpoint's hiccup.
@@ -320,6 +323,8 @@ class LLMClient:
         cache: ResponseCache | None = None,
         sampling: dict[str, Any] | None = None,
     ) -> None:
+        import openai
+
         self.settings = settings
         # extra sampling parameters of a system under test (top_p, seed): sent and hashed only when set,
         # so requests without them keep their cache keys
@@ -361,6 +366,8 @@ class LLMClient:
 
     def describe(self, exc: BaseException) -> str:
         """Short, key-free, one-line description of an API error."""
+        import openai
+
         if isinstance(exc, openai.APITimeoutError):
             text = f"request timed out after {self.settings.timeout_s:g} s"
         elif isinstance(exc, openai.APIConnectionError):
@@ -380,6 +387,8 @@ class LLMClient:
 
     def _with_retries(self, fn: Callable[[], Any], role: str, ctx: StepContext | None) -> Any:
         """Run one HTTP call, retrying transient failures; map errors to one-line LLM errors."""
+        import openai
+
         s = self.settings
         tries = s.transient_retries + 1
 
@@ -434,6 +443,8 @@ class LLMClient:
 
     def _create(self, messages: list[dict[str, Any]]) -> Any:
         """One chat completion (plus, once, the same request without response_format on a 400)."""
+        import openai
+
         s = self.settings
         kwargs: dict[str, Any] = {
             "model": s.model,

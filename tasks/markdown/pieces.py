@@ -6,6 +6,7 @@ weak: docs/metrics/coverage.md.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -234,6 +235,13 @@ def _prose_piece(kind: str, sentence: str, path: tuple[str, ...]) -> Piece:
 
 def markdown_pieces(markdown: str) -> list[Piece]:
     """Every piece of a Markdown report, in order; headings, the title and fenced code are not pieces."""
+    return list(_pieces(markdown))
+
+
+# The same report is read by several families and judges of a run (the gold report Y by every one of
+# them, per system); pieces are immutable, so one reading serves them all.
+@functools.lru_cache(maxsize=256)
+def _pieces(markdown: str) -> tuple[Piece, ...]:
     out: list[Piece] = []
     for b in md_blocks(markdown):
         if b.kind in ("title", "heading", "code"):
@@ -251,4 +259,4 @@ def markdown_pieces(markdown: str) -> list[Piece]:
         else:
             text = " ".join(ln.strip().lstrip(">").strip() for ln in b.lines)
             out.extend(_prose_piece("sentence", s, b.path) for s in _sentences(text))
-    return out
+    return tuple(out)
