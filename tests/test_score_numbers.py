@@ -55,3 +55,45 @@ def test_pool_and_derivation():
     assert expr == "100 * (1,200 - 1,000) / 1,000"
     assert derivation(one("2,200"), numbers_in("1,200 and 1,000")) == "1,200 + 1,000"
     assert derivation(one("17.3"), numbers_in("1,200 and 1,000")) is None
+
+
+def _one_by_one(pool: NumberPool, n) -> list[bool]:
+    """The matching rules number by number, as docs/metrics/numbers.md states them: same figure within
+    half the coarser displayed step, in any factor of 1000 for figures of 2+ significant digits that are
+    not years on both sides, and a year only as that year."""
+    import math
+
+    def sig(step: float, mag: float) -> int:
+        return 1 if mag <= 0 else max(1, int(math.floor(math.log10(mag) - math.log10(step) + 1e-9)) + 1)
+
+    out = []
+    for m in pool.nums:
+        hit = False
+        for k in range(-3, 4):
+            x, xs = n.magnitude * 1000.0**k, n.step * 1000.0**k
+            near = abs(m.magnitude - x) <= 0.5 * max(m.step, xs) + 1e-9 * max(m.magnitude, x)
+            if k:
+                scalable = sig(n.step, n.magnitude) >= 2 and not n.yearlike
+                near = near and scalable and sig(m.step, m.magnitude) >= 2 and not m.yearlike
+            else:
+                near = near and (m.yearlike == n.yearlike or m.magnitude == x)
+            hit = hit or near
+        out.append(hit)
+    return out
+
+
+def test_matches_many_is_the_rule_for_every_number_of_a_real_filing(corpus):
+    # the vectorised lookup (all of a report's figures at once) must give the rule's answer for each
+    from lxml import html
+
+    filing = sorted((corpus / "edgar" / "NVDA").rglob("*.htm"))[0]
+    text = html.parse(str(filing)).getroot().text_content()
+    nums = numbers_in(text)
+    pool = NumberPool(nums[: len(nums) // 2])
+    queries = nums[len(nums) // 2 :][:400] + numbers_in("in 2024, 7 units, 1.2 billion, 1,200, 12.5% and 0")
+    many = pool.matches_many(queries)
+    assert many.shape == (len(queries), len(pool)) and many.any()
+    for i, n in enumerate(queries):
+        assert many[i].tolist() == _one_by_one(pool, n), n
+    assert pool.contains_many(queries, chunk=7).tolist() == many.any(axis=1).tolist()
+    assert NumberPool([]).contains_many(queries).tolist() == [False] * len(queries)

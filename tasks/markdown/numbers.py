@@ -140,27 +140,42 @@ class NumberPool:
 
     def matches(self, n: Num) -> np.ndarray:
         """Boolean mask of the pool's numbers that show the same figure as `n`."""
-        if not len(self.nums):
-            return np.zeros(0, dtype=bool)
-        mask = np.zeros(len(self.nums), dtype=bool)
-        n_sig = _sig(n.step, n.magnitude)
+        return self.matches_many([n])[0]
+
+    def matches_many(self, nums: Sequence[Num]) -> np.ndarray:
+        """(len(nums), len(pool)) boolean: row i masks the pool's numbers that show the figure of nums[i].
+        One pass of array operations for all of `nums` (a report's figures are looked up by the hundred)."""
+        out = np.zeros((len(nums), len(self.nums)), dtype=bool)
+        if not len(nums) or not len(self.nums):
+            return out
+        mag = np.array([n.magnitude for n in nums], dtype=float)[:, None]
+        step = np.array([n.step for n in nums], dtype=float)[:, None]
+        year = np.array([n.yearlike for n in nums], dtype=bool)[:, None]
+        # a figure of one significant digit, or a year, is never read in another factor of 1000
+        scalable = np.array([_sig(n.step, n.magnitude) >= 2 and not n.yearlike for n in nums])[:, None]
+        pool_scalable = (self.sig >= 2) & ~self.year
         for k in range(-3, 4):
             f = 1000.0**k
-            x, xs = n.magnitude * f, n.step * f
+            x, xs = mag * f, step * f
             tol = 0.5 * np.maximum(self.step, xs) + 1e-9 * np.maximum(self.mag, x)
             hit = np.abs(self.mag - x) <= tol
             if k != 0:
-                if n_sig < 2 or n.yearlike:
-                    continue
-                hit &= (self.sig >= 2) & ~self.year
+                hit &= scalable & pool_scalable
             else:
                 # a year only matches the same year, never a rounded neighbour
-                hit &= ~(self.year ^ n.yearlike) | (self.mag == x)
-            mask |= hit
-        return mask
+                hit &= ~(self.year ^ year) | (self.mag == x)
+            out |= hit
+        return out
 
     def contains(self, n: Num) -> bool:
         return bool(self.matches(n).any())
+
+    def contains_many(self, nums: Sequence[Num], chunk: int = 256) -> np.ndarray:
+        """Whether each of `nums` is in the pool (matches_many, `chunk` rows at a time to bound memory)."""
+        if not len(self.nums):
+            return np.zeros(len(nums), dtype=bool)
+        parts = [self.matches_many(nums[i : i + chunk]).any(axis=1) for i in range(0, len(nums), chunk)]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
 
     def first_match(self, n: Num) -> Num | None:
         idx = np.flatnonzero(self.matches(n))

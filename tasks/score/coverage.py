@@ -225,14 +225,18 @@ def _plans(units: list[InfoUnit], segs: list[Piece]) -> list[_Plan]:
     first_of: dict[str, int] = {}
     for i, seg in enumerate(segs):
         first_of.setdefault(_key(seg.text), i)
+    figures = [_figures(u.content, u.source_sentence) for u in units]
+    # every unit's numbers looked up at once: (numbers of all units) x (segments holding a match)
+    flat = [n for nums, _ in figures for n in nums]
+    seg_hits = np.zeros((len(flat), len(segs)), dtype=bool)
+    for start in range(0, len(flat), 256):  # bounded memory: 256 numbers x the pool at a time
+        rows, cols = np.nonzero(pool.matches_many(flat[start : start + 256]))
+        seg_hits[rows + start, owner[cols]] = True
     plans = []
-    for u in units:
-        nums, strong = _figures(u.content, u.source_sentence)
-        hits = np.zeros((len(nums), len(segs)), dtype=bool)
-        for k, n in enumerate(nums):
-            mask = pool.matches(n)
-            if mask.any():
-                hits[k, owner[mask]] = True
+    row = 0
+    for u, (nums, strong) in zip(units, figures, strict=True):
+        hits = seg_hits[row : row + len(nums)].copy()
+        row += len(nums)
         same = first_of.get(_key(u.content))
         if same is not None and not hits[:, same].all():
             same = None

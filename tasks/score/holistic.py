@@ -156,7 +156,12 @@ def _share(hits: int, total: int) -> float | None:
 def _against_grounding(pieces: list[Piece], grounding: Sequence[GroundingText]) -> dict[str, Any]:
     """Faithfulness and hallucination: the strong figures of R' looked up in G's number pool."""
     g_pool = NumberPool(n for d in grounding for n in numbers(d.markdown))
-    found = [[g_pool.contains(n) for n in _strong(p)] for p in pieces]
+    strong = [_strong(p) for p in pieces]
+    hit = g_pool.contains_many([n for nums in strong for n in nums]).tolist()
+    found, start = [], 0
+    for nums in strong:
+        found.append(hit[start : start + len(nums)])
+        start += len(nums)
     n_fig = sum(len(f) for f in found)
     n_found = sum(sum(f) for f in found)
     unsupported = sum(1 for f in found if not all(f))
@@ -179,7 +184,7 @@ def _completeness(gold: str, generated: str) -> dict[str, Any]:
     """Completeness: Y's strong figures and H2/H3 headings found in R' (else Y's words of 4+ letters)."""
     r_pool = NumberPool(numbers(generated))
     y_nums = [n for p in markdown_pieces(gold) for n in _strong(p)]
-    y_hits = sum(r_pool.contains(n) for n in y_nums)
+    y_hits = int(r_pool.contains_many(y_nums).sum())
     y_heads = [_heading_key(t) for lvl, t in _headings(gold) if lvl in (2, 3)]
     r_heads = [_heading_key(t) for _, t in _headings(generated)]
     head_hits = sum(
