@@ -170,12 +170,21 @@ class NumberPool:
     def contains(self, n: Num) -> bool:
         return bool(self.matches(n).any())
 
+    def match_pairs(self, nums: Sequence[Num], chunk: int = 256) -> tuple[np.ndarray, np.ndarray]:
+        """(i, j) of every match of nums[i] with the pool's j-th number: matches_many `chunk` rows at a
+        time, so memory stays bounded however many numbers are asked."""
+        rows, cols = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
+        for start in range(0, len(nums), chunk):
+            r, c = np.nonzero(self.matches_many(nums[start : start + chunk]))
+            rows.append(r + start)
+            cols.append(c)
+        return np.concatenate(rows), np.concatenate(cols)
+
     def contains_many(self, nums: Sequence[Num], chunk: int = 256) -> np.ndarray:
-        """Whether each of `nums` is in the pool (matches_many, `chunk` rows at a time to bound memory)."""
-        if not len(self.nums):
-            return np.zeros(len(nums), dtype=bool)
-        parts = [self.matches_many(nums[i : i + chunk]).any(axis=1) for i in range(0, len(nums), chunk)]
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
+        """Whether each of `nums` is in the pool."""
+        out = np.zeros(len(nums), dtype=bool)
+        out[self.match_pairs(nums, chunk)[0]] = True
+        return out
 
     def first_match(self, n: Num) -> Num | None:
         idx = np.flatnonzero(self.matches(n))

@@ -229,9 +229,8 @@ def _plans(units: list[InfoUnit], segs: list[Piece]) -> list[_Plan]:
     # every unit's numbers looked up at once: (numbers of all units) x (segments holding a match)
     flat = [n for nums, _ in figures for n in nums]
     seg_hits = np.zeros((len(flat), len(segs)), dtype=bool)
-    for start in range(0, len(flat), 256):  # bounded memory: 256 numbers x the pool at a time
-        rows, cols = np.nonzero(pool.matches_many(flat[start : start + 256]))
-        seg_hits[rows + start, owner[cols]] = True
+    rows, cols = pool.match_pairs(flat)
+    seg_hits[rows, owner[cols]] = True
     plans = []
     row = 0
     for u, (nums, strong) in zip(units, figures, strict=True):

