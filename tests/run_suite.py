@@ -112,6 +112,16 @@ def shared_server(folder: Path) -> Path | None:
     return folder
 
 
+def precompile() -> None:
+    """Byte-compile the project's packages once: the suite starts ~200 Python processes, and where
+    PYTHONDONTWRITEBYTECODE is set (as in some CI images) each would otherwise compile every frame
+    module it imports from source again (~0.4 s for all of them)."""
+    import compileall
+
+    for pkg in ("flows", "tasks", "schemas"):
+        compileall.compile_dir(ROOT / pkg, quiet=1)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -130,6 +140,7 @@ def main() -> int:
         except (OSError, ValueError):
             pass
     shards = split(mods, durations) if args.shards == 2 and not given else [mods]
+    precompile()
     results: dict[int, tuple] = {}
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="frame-suite-") as tmp:

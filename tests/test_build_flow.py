@@ -14,7 +14,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import CORPUS, SMALL_CONFIG
+from tests.conftest import CORPUS, SMALL_CONFIG, frame_env
 
 pytestmark = pytest.mark.skipif(not (CORPUS / "edgar").is_dir(), reason="shared corpus not found")
 
@@ -30,15 +30,7 @@ def write_config(tmp: Path, data: Path) -> Path:
 
 
 def run_frame(args: list[str], home: Path, **kw) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        "PREFECT_HOME": str(home),
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
-        "SOURCE_DATE_EPOCH": "1767225600",
-    }
-    for k in ("PREFECT_API_URL", "PREFECT_LOCAL_STORAGE_PATH"):
-        env.pop(k, None)
+    env = frame_env(home)  # the session's Prefect server: no temporary server start per command
     return subprocess.run([FRAME, *args], capture_output=True, text=True, env=env, timeout=900, **kw)
 
 
@@ -135,15 +127,7 @@ def test_rerun_recomputes_one_step_and_its_dependents(built):
 def test_sigkill_during_synthesis_then_rerun_gives_identical_release(built, tmp_path):
     data = tmp_path / "data"
     cfg = write_config(tmp_path, data)
-    env = {
-        **os.environ,
-        "PREFECT_HOME": str(tmp_path / "ph"),
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
-        "SOURCE_DATE_EPOCH": "1767225600",
-    }
-    env.pop("PREFECT_API_URL", None)
-    env.pop("PREFECT_LOCAL_STORAGE_PATH", None)
+    env = frame_env(tmp_path / "ph")
     proc = subprocess.Popen(
         [FRAME, "build", "--config", str(cfg), "--release", "small", "--version", "1.0.0"],
         env=env,

@@ -13,6 +13,9 @@ included, are part of Prefect's cache keys, so a server keeps its port for the w
   build again;
 * broken: a build where every fill request of one arXiv window is malformed (it fails, the EDGAR
   domain completes), then the server is fixed and the build is run again.
+
+The clean scenario's commands report to the session's shared Prefect server; the broken one's start
+temporary servers of their own, so that a Prefect database lies in the scenario's home for the secret scan.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import pytest
 
 from schemas.release_rows import structure_from_row
 from tasks.llm.prompts import load_prompt
-from tests.conftest import CORPUS, SMALL_DOMAINS
+from tests.conftest import CORPUS, SMALL_DOMAINS, shared_api_url
 from tests.llm_server import LLMTestServer, Recorded, Reply, chat_reply, error
 
 pytestmark = pytest.mark.skipif(
@@ -207,7 +210,7 @@ class SmartResponder:
 # ----------------------------------------------------------------------------------- scenarios
 
 
-def run_frame(args: list[str], home: Path) -> subprocess.CompletedProcess:
+def run_frame(args: list[str], home: Path, temporary_server: bool = False) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "FRAME_LLM_", "OPENAI_"))}
     env.update(
         {
@@ -220,6 +223,11 @@ def run_frame(args: list[str], home: Path) -> subprocess.CompletedProcess:
             KEY_ENV: SECRET,  # the key is given to the subprocess by environment only
         }
     )
+    # the session's Prefect server (no server start per command), or the command's own temporary one,
+    # whose database then sits in `home` (test_api_key_used_but_never_written scans it)
+    url = None if temporary_server else shared_api_url()
+    if url:
+        env["PREFECT_API_URL"] = url
     return subprocess.run([FRAME, *args], capture_output=True, text=True, env=env, timeout=600)
 
 
@@ -232,6 +240,7 @@ class Scenario:
     spans: dict[str, tuple[int, int]] = field(default_factory=dict)
     times: dict[str, float] = field(default_factory=dict)
     seen: dict[str, Any] = field(default_factory=dict)  # observations made between runs
+    temporary_server: bool = False  # each command starts its own Prefect server (database in `home`)
 
     @property
     def data(self) -> Path:
@@ -259,7 +268,7 @@ class Scenario:
     def run(self, label: str, args: list[str]) -> subprocess.CompletedProcess:
         before = len(self.server.requests)
         t0 = time.monotonic()
-        res = run_frame(args, self.home)
+        res = run_frame(args, self.home, self.temporary_server)
         self.times[label] = time.monotonic() - t0
         self.spans[label] = (before, len(self.server.requests))
         self.runs[label] = res
@@ -297,7 +306,7 @@ def broken(tmp_path_factory):
     responder = SmartResponder(broken={BROKEN})
     with LLMTestServer() as server:
         server.default_chat = responder
-        sc = Scenario(tmp_path_factory.mktemp("openai-broken"), server, responder)
+        sc = Scenario(tmp_path_factory.mktemp("openai-broken"), server, responder, temporary_server=True)
         sc.write_config()
         sc.build("broken")
         reports, releases = sc.data / "reports", sc.data / "releases"

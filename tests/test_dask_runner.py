@@ -21,8 +21,8 @@ FRAME = str(Path(sys.executable).with_name("frame"))
 CONFIG = MIRROR_HEAD + '[run]\ntask_runner = "{runner}"\ndask_workers = 2\n' + SMALL_DOMAINS
 
 
-def _env(home: Path, **extra: str) -> dict[str, str]:
-    env = frame_env(home, temporary_server=True)  # the test counts the flow's own temporary server
+def _env(home: Path, temporary_server: bool = False, **extra: str) -> dict[str, str]:
+    env = frame_env(home, temporary_server=temporary_server)
     for k in ("FRAME_TASK_RUNNER", "FRAME_DASK_ADDRESS"):
         env.pop(k, None)  # the config's [run] decides
     return {**env, **extra}
@@ -85,7 +85,8 @@ def test_thread_and_dask_builds_are_byte_identical(tmp_path):
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=_env(tmp_path / runner / "prefect"),
+            # the Dask build starts its own temporary server (counted below); threads use the shared one
+            env=_env(tmp_path / runner / "prefect", temporary_server=runner == "dask"),
         )
         runs[runner] = {"cfg": cfg, "data": data, "proc": proc, "t0": time.monotonic()}
     for runner, r in runs.items():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import subprocess
 import sys
 import time
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from schemas.config import EdgarDomain, FrameConfig, SourceConfig
-from tests.conftest import CORPUS
+from tests.conftest import CORPUS, frame_env
 
 pytestmark = pytest.mark.skipif(not (CORPUS / "edgar").is_dir(), reason="shared corpus not found")
 
@@ -114,13 +113,7 @@ ticker = "AAPL"
 form = "10-Q"
 periods = ["2025-03-29"]
 """)
-    env = {
-        **os.environ,
-        "PREFECT_HOME": str(tmp_path / "prefect-home"),
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
-    }
-    env.pop("PREFECT_API_URL", None)
+    env = frame_env(tmp_path / "prefect-home")
     frame = str(Path(sys.executable).with_name("frame"))
     res = subprocess.run(
         [frame, "ground-domains", "--config", str(config)],

@@ -7,10 +7,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.score.fidelity import MATCH_THRESHOLD, markdown_tables, table_fidelity, text_edit_distance
+from tasks.score.fidelity import (
+    MATCH_THRESHOLD,
+    candidate_scores,
+    markdown_tables,
+    table_fidelity,
+    text_edit_distance,
+)
 from tests.conftest import frame_env
 
 FRAME = str(Path(sys.executable).with_name("frame"))
@@ -68,6 +75,18 @@ def test_assignment_is_global_and_thresholded():
     assert lone.teds == (lone.matches[0].teds / 1 if lone.matches else 0.0)
 
 
+def test_a_table_cut_to_its_first_rows_scores_exactly_its_size_bound():
+    """The generated table is the gold table's first two rows: TED = the nodes deleted, so TEDS = TEDS-S =
+    n_min / n_max, the ceiling candidate_scores prunes with, and the pair sits just above the threshold."""
+    rows = [["Item", "2025", "2024"]] + [[f"Line {k}", f"{k}00", f"{k}50"] for k in range(1, 13)]
+    gold, cut = table(*rows), table(*rows[:2])
+    fid = table_fidelity("# R\n\n" + gold, "# R\n\n" + cut)
+    ratio = (1 + 2 + 6) / (1 + 13 + 39)  # table + rows + cells
+    (m,) = fid.matches
+    assert m.teds == pytest.approx(ratio) and m.teds_s == pytest.approx(ratio)
+    assert m.score == pytest.approx(0.70 * ratio + 0.20 + 0.10) and m.score - MATCH_THRESHOLD < 0.02
+
+
 def test_text_edit_distance_hand_computed():
     assert text_edit_distance("abc", "abd") == pytest.approx(1 / 3)
     assert text_edit_distance("Revenue  was\n$5", "Revenue was 5") == 0.0  # whitespace and $ delimiters
@@ -89,6 +108,50 @@ def test_demo_release_gold_against_itself(demo_release):
         0.0 <= stale.teds < 1.0
         and 0.0 < text_edit_distance(inst.target_markdown, inst.sample_markdown) <= 1.0
     )
+
+
+def all_pairs_scores(g: list, p: list) -> np.ndarray:
+    """The documented candidate score of every table pair computed plainly, 0 below the threshold."""
+    from rapidfuzz import fuzz
+
+    from tasks.markdown.teds import teds_trees
+
+    pos = [np.arange(n) / (n - 1) if n > 1 else np.zeros(n) for n in (len(g), len(p))]
+    text = [[" ".join(" ".join(c.text for c in row) for row in t.rows) for t in ts] for ts in (g, p)]
+    score = np.zeros((len(g), len(p)))
+    for i, a in enumerate(g):
+        for j, b in enumerate(p):
+            t, ts = teds_trees(a, b), teds_trees(a, b, structure_only=True)
+            s_text = fuzz.partial_ratio(text[0][i], text[1][j]) / 100.0
+            s_pos = 1.0 - abs(pos[0][i] - pos[1][j])
+            score[i, j] = 0.45 * t + 0.25 * ts + 0.20 * s_text + 0.10 * s_pos
+    return np.where(score >= MATCH_THRESHOLD, score, 0.0)
+
+
+def test_pairs_that_cannot_reach_the_threshold_are_skipped_exactly(demo_release):
+    """candidate_scores leaves out the costly parts of pairs whose score cannot reach the threshold (size
+    bound, text-similarity cutoff): on the demo reports with the most tables (gold vs. the stale sample and
+    back) every pair's score is exactly the plain all-pairs computation's."""
+    instances = pd.read_parquet(demo_release / "instances.parquet")
+    inst = instances.iloc[int(instances.target_markdown.str.count("\n\\|").argmax())]
+    available = bounded = 0
+    for gold, gen in (
+        (inst.target_markdown, inst.sample_markdown),
+        (inst.sample_markdown, inst.target_markdown),
+    ):
+        g, p = markdown_tables(gold), markdown_tables(gen)
+        score, parts = candidate_scores(g, p)
+        plain = all_pairs_scores(g, p)
+        assert np.array_equal(score, plain), inst.instance_id
+        assert set(parts) == set(zip(*np.nonzero(plain), strict=True))
+        available += int((plain > 0).sum())
+        # pairs the size bound alone rules out (whatever their position): the skip is exercised
+        bounded += sum(
+            0.70 * min(a.n_nodes, b.n_nodes) / max(a.n_nodes, b.n_nodes) + 0.30 < MATCH_THRESHOLD
+            for a in g
+            for b in p
+        )
+    assert available > 20 and bounded > 0
 
 
 def test_fidelity_through_the_flow(demo_scored, tmp_path):

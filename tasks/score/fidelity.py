@@ -21,6 +21,7 @@ __all__ = [
     "MATCH_THRESHOLD",
     "TableMatch",
     "TableFidelity",
+    "candidate_scores",
     "markdown_tables",
     "normalise_text",
     "table_fidelity",
@@ -29,6 +30,7 @@ __all__ = [
 
 WEIGHTS = (0.45, 0.25, 0.20, 0.10)  # TEDS, TEDS-S, text similarity, position similarity
 MATCH_THRESHOLD = 0.40
+_SLACK = 1e-6  # bounds are loosened by this much, so rounding never drops a pair that reaches the threshold
 _WS = re.compile(r"\s+")
 
 
@@ -77,26 +79,49 @@ class TableFidelity:
         return sum(m.teds_s for m in self.matches) / self.denominator
 
 
+def candidate_scores(
+    g: list[TableTree], p: list[TableTree]
+) -> tuple[np.ndarray, dict[tuple[int, int], tuple[float, float]]]:
+    """The candidate score of every (gold, generated) table pair that reaches MATCH_THRESHOLD, 0 for the
+    others, and the (TEDS, TEDS-S) of the pairs that reach it.
+
+    Only those pairs take part in the matching, so a pair whose score cannot reach the threshold is left at
+    0 without its costly parts: exact, and it skips most of the work on reports with many tables."""
+    gpos, ppos = _positions(len(g)), _positions(len(p))
+    gtext, ptext = [_table_text(t) for t in g], [_table_text(t) for t in p]
+    score = np.zeros((len(g), len(p)))
+    parts: dict[tuple[int, int], tuple[float, float]] = {}
+    w_t, w_ts, w_text, w_pos = WEIGHTS
+    for i, a in enumerate(g):
+        for j, b in enumerate(p):
+            s_pos = 1.0 - abs(gpos[i] - ppos[j])
+            # TED >= |n_a - n_b| (unit insertions/deletions), so TEDS and TEDS-S <= n_min / n_max
+            ceiling = min(a.n_nodes, b.n_nodes) / max(a.n_nodes, b.n_nodes, 1)
+            if (w_t + w_ts) * ceiling + w_text + w_pos * s_pos < MATCH_THRESHOLD - _SLACK:
+                continue
+            t, ts = teds_trees(a, b), teds_trees(a, b, structure_only=True)
+            rest = w_t * t + w_ts * ts + w_pos * s_pos
+            # the text similarity the pair needs to reach the threshold (0-100; below it rapidfuzz says 0)
+            need = (MATCH_THRESHOLD - rest) / w_text * 100.0 - _SLACK
+            if need > 100.0:
+                continue
+            s_text = fuzz.partial_ratio(gtext[i], ptext[j], score_cutoff=max(0.0, need)) / 100.0
+            value = w_t * t + w_ts * ts + w_text * s_text + w_pos * s_pos  # the documented order
+            if value >= MATCH_THRESHOLD:
+                score[i, j] = value
+                parts[(i, j)] = (t, ts)
+    return score, parts
+
+
 def table_fidelity(gold_markdown: str, generated_markdown: str) -> TableFidelity:
     """Tables of both reports matched one-to-one (thresholded Hungarian) with their TEDS / TEDS-S."""
     g, p = markdown_tables(gold_markdown), markdown_tables(generated_markdown)
     out = TableFidelity(len(g), len(p))
     if not g or not p:
         return out
-    gpos, ppos = _positions(len(g)), _positions(len(p))
-    gtext, ptext = [_table_text(t) for t in g], [_table_text(t) for t in p]
-    score = np.zeros((len(g), len(p)))
-    parts: dict[tuple[int, int], tuple[float, float]] = {}
-    for i, a in enumerate(g):
-        for j, b in enumerate(p):
-            t, ts = teds_trees(a, b), teds_trees(a, b, structure_only=True)
-            s_text = fuzz.partial_ratio(gtext[i], ptext[j]) / 100.0
-            s_pos = 1.0 - abs(gpos[i] - ppos[j])
-            score[i, j] = WEIGHTS[0] * t + WEIGHTS[1] * ts + WEIGHTS[2] * s_text + WEIGHTS[3] * s_pos
-            parts[(i, j)] = (t, ts)
-    # unavailable pairs count 0: the assignment maximises the total score of available pairs
-    masked = np.where(score >= MATCH_THRESHOLD, score, 0.0)
-    rows, cols = linear_sum_assignment(masked, maximize=True)
+    # pairs below the threshold are unavailable (0): the assignment maximises the total of available pairs
+    score, parts = candidate_scores(g, p)
+    rows, cols = linear_sum_assignment(score, maximize=True)
     for i, j in zip(rows.tolist(), cols.tolist(), strict=True):
         if score[i, j] >= MATCH_THRESHOLD:
             out.matches.append(TableMatch(i, j, float(score[i, j]), *parts[(i, j)]))
