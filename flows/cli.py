@@ -17,6 +17,7 @@ import typer
 
 from flows.meta import meta_app
 from flows.terminal import FrameTyper, print_table, progress_bar
+from tasks import ast_guard
 from tasks.errors import FrameInputError
 
 app = FrameTyper(no_args_is_help=True, add_completion=False, help="frame: FRAME benchmark builder.")
@@ -1422,6 +1423,7 @@ def main() -> None:  # pragma: no cover - entry point (tests run it through the 
     that succeeds ends without the interpreter's teardown (`_exit_without_teardown`)."""
     global _STANDALONE
     _STANDALONE = True
+    ast_guard.install()  # commands run threads that parse Python side by side (tasks/ast_guard.py)
     try:
         app()
     except OSError as exc:

@@ -27,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from tasks import ast_guard
 from tasks.atomic import atomic_write_bytes
 from tasks.errors import FrameInputError
 
@@ -349,6 +350,7 @@ def warm_up_minilm() -> threading.Thread:
         except Exception:  # noqa: BLE001 (reported by the first real use)
             pass
 
+    ast_guard.install()  # its imports parse source beside the caller's threads (tasks/ast_guard.py)
     thread = threading.Thread(target=load, name="frame-minilm-warm-up", daemon=True)
     thread.start()
     return thread

@@ -17,6 +17,7 @@ import threading
 from functools import cache
 from pathlib import Path
 
+from tasks import ast_guard
 from tasks.errors import FrameInputError
 from tasks.score.metric import ComparisonFamily, JudgeEnv, MetricFamily, MetricSpec
 
@@ -224,7 +225,7 @@ def code_digest(name: str) -> str:
     first-party module it imports (transitively), plus the prompt files it names. An edit anywhere else
     (the leaderboard, plots, the CLI, another family) leaves its cached scores valid."""
     cls = comparisons()[name] if name in comparisons() else family(name)
-    with _LOCK:  # one parse at a time: CPython 3.11's ast.parse is not safe across threads (gh-106905)
+    with _LOCK:
         return _digest_files(tuple(sorted(_code_files(cls.__module__))))
 
 
@@ -279,7 +280,7 @@ def _source(module: str) -> Path | None:
 def _imports(text: str, module: str) -> list[str]:
     out: list[str] = []
     package = module.rpartition(".")[0]
-    for node in ast.walk(ast.parse(text)):
+    for node in ast.walk(ast_guard.parse(text)):  # not beside another thread's parse (tasks/ast_guard.py)
         if isinstance(node, ast.Import):
             out.extend(a.name for a in node.names if a.name.split(".")[0] in ("tasks", "schemas"))
         elif isinstance(node, ast.ImportFrom):
