@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from tasks import ast_guard
+
 ROOT = Path(__file__).resolve().parents[1]
+# In-process flows run threads that parse Python side by side, as `frame` does (tasks/ast_guard.py).
+ast_guard.install()
 CORPUS = Path(os.environ.get("FRAME_CORPUS", ROOT.parent / "shared" / "corpus"))
 # fp32 stays the reference in tests: MiniLM in bf16 (`auto` on CPUs with bf16 instructions) moves scores
 # by up to ~0.002, which benchmarks/scoring.py measures; tests that want bf16 ask for it explicitly.
@@ -17,6 +21,18 @@ os.environ.setdefault("FRAME_EMBED_PRECISION", "fp32")
 # One compiled-MiniLM cache for the session (tests/run_suite.py: for both of its processes), as a user
 # shares one across data folders: each `frame score` then loads the graph (~2 s) instead of importing
 # sentence-transformers and tracing (~7 s). Tests of that cache point FRAME_MODEL_CACHE elsewhere.
+# Every run caches in a folder of its own (tests/run_suite.py: one for both of its processes), never in the
+# checkout's data/cache (`make test` exports FRAME_CACHE_DIR there for the demo): a test must not pass on
+# vectors, results or tokenizer files an older version of frame left behind.
+if not os.environ.get("FRAME_TEST_CACHE_DIR"):
+    import atexit
+    import tempfile
+
+    os.environ["FRAME_TEST_CACHE_DIR"] = tempfile.mkdtemp(prefix="frame-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["FRAME_TEST_CACHE_DIR"], ignore_errors=True)
+os.environ["FRAME_CACHE_DIR"] = os.environ["FRAME_TEST_CACHE_DIR"]
+os.environ["PREFECT_LOCAL_STORAGE_PATH"] = str(Path(os.environ["FRAME_TEST_CACHE_DIR"]) / "prefect-results")
+os.environ["PREFECT_HOME"] = str(Path(os.environ["FRAME_TEST_CACHE_DIR"]) / "prefect-home")
 if not os.environ.get("FRAME_MODEL_CACHE"):
     import atexit
     import tempfile
@@ -39,6 +55,46 @@ def arxiv_rows() -> list[dict[str, str]]:
         return []
     with manifest.open(newline="", encoding="utf-8") as fh:
         return list(csv.DictReader(fh))
+
+
+def ground_snapshot(domain: str, snapshot: str, out: Path, papers: list[str] | None = None) -> Path:
+    """A grounding folder built by the current code from the corpus into `out/domain/snapshot`: the
+    filing of `TICKER-FORM` for period `snapshot`, or the listed `papers` (arXiv ids) of topic `domain`.
+    Files are found through the MANIFESTs by what they are, never by a path of this machine's data/."""
+    from tasks.ground.documents import ground_source, merge_grounded, write_grounding
+
+    if papers is not None:
+        by_id = {r["arxiv_id"]: r for r in arxiv_rows() if r["topic"] == domain}
+        files = [CORPUS / "arxiv" / by_id[i]["path"] for i in papers]
+        grounded = merge_grounded([ground_source(f.read_bytes(), str(f), kind="arxiv") for f in files])
+    else:
+        ticker, form = domain.split("-", 1)
+        (row,) = [
+            r for r in edgar_rows() if (r["ticker"], r["form"], r["period_end"]) == (ticker, form, snapshot)
+        ]
+        f = CORPUS / "edgar" / row["path"]
+        grounded = ground_source(f.read_bytes(), str(f), kind="edgar", expected_form=form)
+    return write_grounding(grounded, out / domain / snapshot)
+
+
+@pytest.fixture(scope="session")
+def grounding_sets(tmp_path_factory):
+    """get(domain, snapshot, papers=None) -> GroundingSet, each built once per session (ground_snapshot)."""
+    from tasks.ground.load import load_grounding_set
+
+    if not CORPUS.is_dir():
+        pytest.skip(f"shared corpus not found at {CORPUS}")
+    out = tmp_path_factory.mktemp("grounding")
+    built: dict[tuple, object] = {}
+
+    def get(domain: str, snapshot: str, papers: list[str] | None = None):
+        key = (domain, snapshot, tuple(papers or ()))
+        if key not in built:
+            folder = out / str(len(built))  # one folder per key: two paper lists of one window may differ
+            built[key] = load_grounding_set(ground_snapshot(domain, snapshot, folder, papers))
+        return built[key]
+
+    return get
 
 
 @pytest.fixture(scope="session")

@@ -146,6 +146,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="frame-suite-") as tmp:
         # both processes share one compiled-MiniLM cache and one Prefect server (tests/conftest.py)
         os.environ.setdefault("FRAME_MODEL_CACHE", str(Path(tmp) / "models"))
+        # and one cache folder per run (FRAME_CACHE_DIR of the tests), never the checkout's data/cache
+        os.environ["FRAME_TEST_CACHE_DIR"] = str(Path(tmp) / "cache")
         server = shared_server(Path(tmp) / "prefect-server") if len(shards) > 1 else None
         try:
             threads = [

@@ -36,7 +36,6 @@ from tasks.score.structural_similarity import (
 from tasks.score.tree import report_tree
 from tests.llm_server import LLMTestServer, fast_settings
 
-REPO = Path(__file__).resolve().parents[1]
 KEY_ENV = "FRAME_TEST_META_KEY"
 EMBEDDER = "openai:meta-embed"
 # Made-up human ranks of gold / copy-sample / extractive in four groups (1 = best; the last has a tie).
@@ -48,12 +47,9 @@ SYSTEMS = ("gold", "copy-sample", "extractive")
 
 
 @pytest.fixture(scope="module")
-def release(request) -> Path:
-    """The demo release: the repo's `make demo` build when present, else the session's (conftest)."""
-    local = REPO / "data" / "releases" / "demo" / "0.1.0"
-    if (local / "instances.parquet").is_file() and (local / "grounding_documents.parquet").is_file():
-        return local
-    return request.getfixturevalue("demo_release")
+def release(demo_release) -> Path:
+    """The demo release the session built from the current code (conftest), never the checkout's data/."""
+    return demo_release
 
 
 @pytest.fixture(scope="module")

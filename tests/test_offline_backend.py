@@ -1,7 +1,7 @@
 """The offline backend on real demo grounding sets: structure, adaptation, questions, extractive fill.
 
-Grounding folders come from data/grounding/ (`make demo`); on a clean clone (data/ is git-ignored) they
-are built once per session from ../shared/corpus into a temporary folder.
+Grounding sets are built once per session from ../shared/corpus by the current code (tests/conftest.py
+`grounding_sets`), never read from the checkout's data/ folder.
 """
 
 from __future__ import annotations
@@ -16,17 +16,14 @@ from pathlib import Path
 import pytest
 
 from schemas.structure import LEAVES, ReportStructure, structure_json
-from tasks.errors import FrameInputError
-from tasks.ground.load import GroundingSet, load_grounding_set
+from tasks.ground.load import GroundingSet
 from tasks.llm.backend import Passage, StepContext
 from tasks.synthesize.offline import NO_EVIDENCE, OfflineBackend
 from tasks.synthesize.retrieve import RetrievalIndex
 from tasks.tokens import count_tokens
 
 ROOT = Path(__file__).resolve().parents[1]
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
-DATA = ROOT / "data" / "grounding"
-PAPERS = {  # arXiv windows of the demo config (configs/demo.toml), by id
+PAPERS = {  # two windows of gravitational-wave papers (the demo config's W1 and W2), by id
     "W1": ["2111.08717", "2111.13700", "2206.04062"],
     "W2": ["2207.12409", "2210.12834", "2302.05333"],
 }
@@ -35,38 +32,12 @@ NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 HEADING_LINE = re.compile(r"^\s{0,3}#{1,6}\s", re.M)
 
 
-def _build(domain: str, snapshot: str, out: Path) -> Path:
-    from tasks.ground.documents import ground_source, merge_grounded, write_grounding
-
-    if domain == GW:
-        files = [CORPUS / "arxiv" / GW / f"{i}.html" for i in PAPERS[snapshot]]
-        parts = [ground_source(f.read_bytes(), str(f), kind="arxiv") for f in files]
-        grounded = merge_grounded(parts)
-    else:
-        ticker, form = domain.split("-", 1)
-        f = CORPUS / "edgar" / ticker / form / f"{snapshot}.htm"
-        grounded = ground_source(f.read_bytes(), str(f), kind="edgar", expected_form=form)
-    return write_grounding(grounded, out / domain / snapshot)
-
-
 @pytest.fixture(scope="session")
-def grounding(tmp_path_factory):
-    cache: dict[tuple[str, str], GroundingSet] = {}
-
-    def get(domain: str, snapshot: str) -> GroundingSet:
-        key = (domain, snapshot)
-        if key not in cache:
-            try:
-                cache[key] = load_grounding_set(DATA / domain / snapshot)
-            except FrameInputError:
-                if not CORPUS.is_dir():
-                    pytest.skip(f"neither {DATA / domain / snapshot} nor the corpus at {CORPUS} exist")
-                cache[key] = load_grounding_set(
-                    _build(domain, snapshot, tmp_path_factory.mktemp("grounding"))
-                )
-        return cache[key]
-
-    return get
+def grounding(grounding_sets):
+    """get(domain, snapshot): the real grounding set, built from the corpus by the current code."""
+    return lambda domain, snapshot: grounding_sets(
+        domain, snapshot, PAPERS.get(snapshot) if domain == GW else None
+    )
 
 
 def ctx(domain: str, snapshot: str) -> StepContext:

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 
 import pytest
 
 from schemas.structure import ReportStructure, StructureNode
-from tasks.errors import FrameInputError
-from tasks.ground.load import GroundingSet, load_grounding_set
+from tasks.ground.load import GroundingSet
 from tasks.llm.backend import StepContext
 from tasks.markdown.tables import markdown_tables
 from tasks.synthesize.offline import OfflineBackend
@@ -23,40 +21,16 @@ from tasks.synthesize.retrieve import (
 )
 from tasks.tokens import count_tokens
 
-ROOT = Path(__file__).resolve().parents[1]
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
-DATA = ROOT / "data" / "grounding"
 GW_W1 = ["2111.08717", "2111.13700", "2206.04062"]
 
 
-def _build(domain: str, snapshot: str, out: Path) -> Path:
-    from tasks.ground.documents import ground_source, merge_grounded, write_grounding
-
-    if domain == "gravitational-wave-astrophysics":
-        files = [CORPUS / "arxiv" / domain / f"{i}.html" for i in GW_W1]
-        grounded = merge_grounded([ground_source(f.read_bytes(), str(f), kind="arxiv") for f in files])
-    else:
-        ticker, form = domain.split("-", 1)
-        f = CORPUS / "edgar" / ticker / form / f"{snapshot}.htm"
-        grounded = ground_source(f.read_bytes(), str(f), kind="edgar", expected_form=form)
-    return write_grounding(grounded, out / domain / snapshot)
-
-
 @pytest.fixture(scope="module")
-def gsets(tmp_path_factory) -> dict[str, GroundingSet]:
-    out = {}
-    for key, (domain, snap) in {
-        "aapl": ("AAPL-10-Q", "2025-03-29"),
-        "nvda": ("NVDA-10-K", "2025-01-26"),
-        "gw": ("gravitational-wave-astrophysics", "W1"),
-    }.items():
-        try:
-            out[key] = load_grounding_set(DATA / domain / snap)
-        except FrameInputError:
-            if not CORPUS.is_dir():
-                pytest.skip(f"neither {DATA / domain / snap} nor the corpus at {CORPUS} exist")
-            out[key] = load_grounding_set(_build(domain, snap, tmp_path_factory.mktemp("grounding")))
-    return out
+def gsets(grounding_sets) -> dict[str, GroundingSet]:
+    return {
+        "aapl": grounding_sets("AAPL-10-Q", "2025-03-29"),
+        "nvda": grounding_sets("NVDA-10-K", "2025-01-26"),
+        "gw": grounding_sets("gravitational-wave-astrophysics", "W1", GW_W1),
+    }
 
 
 @pytest.fixture(scope="module")

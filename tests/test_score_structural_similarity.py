@@ -7,7 +7,6 @@ import math
 import random
 import zlib
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,7 +21,6 @@ from tasks.score.structural_similarity import (
 )
 from tasks.score.tree import report_tree, tree_size
 
-REPO = Path(__file__).resolve().parents[1]
 TYPES = ("section", "subsection", "text", "table", "figure", "list")
 
 
@@ -386,17 +384,20 @@ def _walk(t):
         yield from _walk(c)
 
 
-def test_report_tree_on_gold_report():
-    reports = sorted((REPO / "data" / "reports").glob("*/*/report.md"))
-    if not reports:
-        pytest.skip("no gold reports under data/reports")
-    text = reports[0].read_text(encoding="utf-8")
-    t = report_tree(text)
-    assert t["type"] == "report" and t["children"]
-    assert any(n["type"] == "section" for n in t["children"])
-    assert all(n["type"] != "report" for n in list(_walk(t))[1:])
-    assert all(not n["children"] for n in _walk(t) if n["type"] in ("text", "table", "figure", "list"))
-    if "|---" in text or "| ---" in text:
-        assert any(n["type"] == "table" for n in _walk(t))
-    # a report is structurally identical to itself and the DP handles its full size
-    assert structural_similarity(t, t, type_equal) == pytest.approx(1.0)
+def test_report_tree_on_gold_report(demo_release):
+    """The first gold report of each category of the demo release the session built (never data/)."""
+    import pyarrow.parquet as pq
+
+    rows = sorted(pq.read_table(demo_release / "reports.parquet").to_pylist(), key=lambda r: r["report_id"])
+    firsts = {r["category"]: r["markdown"] for r in reversed(rows)}
+    assert firsts
+    for text in firsts.values():
+        t = report_tree(text)
+        assert t["type"] == "report" and t["children"]
+        assert any(n["type"] == "section" for n in t["children"])
+        assert all(n["type"] != "report" for n in list(_walk(t))[1:])
+        assert all(not n["children"] for n in _walk(t) if n["type"] in ("text", "table", "figure", "list"))
+        if "|---" in text or "| ---" in text:
+            assert any(n["type"] == "table" for n in _walk(t))
+        # a report is structurally identical to itself and the DP handles its full size
+        assert structural_similarity(t, t, type_equal) == pytest.approx(1.0)
