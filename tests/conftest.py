@@ -18,31 +18,34 @@ CORPUS = Path(os.environ.get("FRAME_CORPUS", ROOT.parent / "shared" / "corpus"))
 # fp32 stays the reference in tests: MiniLM in bf16 (`auto` on CPUs with bf16 instructions) moves scores
 # by up to ~0.002, which benchmarks/scoring.py measures; tests that want bf16 ask for it explicitly.
 os.environ.setdefault("FRAME_EMBED_PRECISION", "fp32")
+
+
+def _run_folder(var: str, prefix: str) -> Path:
+    """The folder named by environment variable `var`; a temporary one (removed at exit) when unset."""
+    if not os.environ.get(var):
+        import atexit
+        import tempfile
+
+        os.environ[var] = tempfile.mkdtemp(prefix=prefix)
+        atexit.register(shutil.rmtree, os.environ[var], ignore_errors=True)
+    return Path(os.environ[var])
+
+
 # Every run caches in a folder of its own (tests/run_suite.py: one for both of its processes), never in the
 # checkout's data/cache (`make test` exports FRAME_CACHE_DIR there for the demo): a test must not pass on
 # vectors, results or tokenizer files an older version of frame left behind.
-if not os.environ.get("FRAME_TEST_CACHE_DIR"):
-    import atexit
-    import tempfile
-
-    os.environ["FRAME_TEST_CACHE_DIR"] = tempfile.mkdtemp(prefix="frame-test-cache-")
-    atexit.register(shutil.rmtree, os.environ["FRAME_TEST_CACHE_DIR"], ignore_errors=True)
-os.environ["FRAME_CACHE_DIR"] = os.environ["FRAME_TEST_CACHE_DIR"]
-os.environ["PREFECT_LOCAL_STORAGE_PATH"] = str(Path(os.environ["FRAME_TEST_CACHE_DIR"]) / "prefect-results")
-os.environ["PREFECT_HOME"] = str(Path(os.environ["FRAME_TEST_CACHE_DIR"]) / "prefect-home")
+_CACHE = _run_folder("FRAME_TEST_CACHE_DIR", "frame-test-cache-")
+os.environ["FRAME_CACHE_DIR"] = str(_CACHE)
+os.environ["PREFECT_LOCAL_STORAGE_PATH"] = str(_CACHE / "prefect-results")
+os.environ["PREFECT_HOME"] = str(_CACHE / "prefect-home")
 # `frame` subprocesses lose FRAME_CACHE_DIR (frame_env); without a data folder (`frame ground`, ...) they
 # would keep the tokenizer file in the checkout's data/cache. Hypothesis' example database likewise.
-os.environ["TIKTOKEN_CACHE_DIR"] = str(Path(os.environ["FRAME_TEST_CACHE_DIR"]) / "tiktoken")
-os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = str(Path(os.environ["FRAME_TEST_CACHE_DIR"]) / "hypothesis")
+os.environ["TIKTOKEN_CACHE_DIR"] = str(_CACHE / "tiktoken")
+os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = str(_CACHE / "hypothesis")
 # One compiled-MiniLM cache for the session (tests/run_suite.py: for both of its processes), as a user
 # shares one across data folders: each `frame score` then loads the graph (~2 s) instead of importing
 # sentence-transformers and tracing (~7 s). Tests of that cache point FRAME_MODEL_CACHE elsewhere.
-if not os.environ.get("FRAME_MODEL_CACHE"):
-    import atexit
-    import tempfile
-
-    os.environ["FRAME_MODEL_CACHE"] = tempfile.mkdtemp(prefix="frame-test-models-")
-    atexit.register(shutil.rmtree, os.environ["FRAME_MODEL_CACHE"], ignore_errors=True)
+_run_folder("FRAME_MODEL_CACHE", "frame-test-models-")
 
 
 def edgar_rows() -> list[dict[str, str]]:
