@@ -145,7 +145,7 @@ def ground_domains(
     from flows.settings import configure_prefect
 
     configure_prefect(cfg.build.data_dir)
-    _start_temporary_server()
+    _start_temporary_server(cfg.build.data_dir)
     import datetime as dt
 
     from flows.ground import run_domains
@@ -183,7 +183,7 @@ def _prefect_session(cfg) -> None:
     from flows.settings import configure_prefect, route_prefect_console
 
     configure_prefect(cfg.build.data_dir, cfg.run.result_storage)
-    _start_temporary_server()
+    _start_temporary_server(cfg.build.data_dir)
     import flows.build  # noqa: F401  (imports Prefect, which sets up the logging re-routed below)
 
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -193,7 +193,7 @@ def _prefect_session(cfg) -> None:
 _STANDALONE = False  # set by main(): only a `frame` process of its own starts Prefect's server early
 
 
-def _start_temporary_server() -> None:
+def _start_temporary_server(data_dir: Path) -> None:
     """Start Prefect's temporary server now (unless an API is configured), so that it comes up while the
     command imports and plans; `_run_with_bar` waits for it before the flow runs. Only in a `frame`
     process: a command invoked in-process (tests, notebooks) leaves the host's environment alone."""
@@ -201,7 +201,7 @@ def _start_temporary_server() -> None:
         return
     from flows.server import start_temporary_server
 
-    start_temporary_server()
+    start_temporary_server(data_dir)
 
 
 def _run_with_bar(label: str, unit: str, work, poll, *, server_first: bool = True) -> object:
@@ -986,7 +986,7 @@ def _score_plan(
         from flows.settings import configure_prefect
 
         configure_prefect(data_dir, run.result_storage)
-        _start_temporary_server()
+        _start_temporary_server(data_dir)
     chosen, settings = _score_request(release, metrics, ev, **options)
     judge_llm = ev.judge_settings() if ev is not None and ev.judge is not None else llm
     if judge_llm is not None and judge_llm.backend != "openai":
@@ -1043,7 +1043,7 @@ def _run_score(release: Path, plan, out: Path | None) -> None:
 
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     route_prefect_console(plan.data_dir / "logs" / f"score-{stamp}.log")
-    _start_temporary_server()
+    _start_temporary_server(plan.data_dir)
     started = time.time()
     rel = release.resolve()
     out = out or plan.data_dir / "scores" / rel.parent.name / rel.name
@@ -1194,7 +1194,7 @@ def _run_evolve(job, skill0, rounds: int, patience: int, frozen) -> None:
     from flows.settings import configure_prefect, route_prefect_console
 
     configure_prefect(job.data_dir, job.run_settings.result_storage)
-    _start_temporary_server()
+    _start_temporary_server(job.data_dir)
     import flows.evolve as evolve_flow
 
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")

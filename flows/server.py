@@ -13,6 +13,7 @@ import atexit
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -84,6 +85,15 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _port_taken(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
 def start_server(data_dir: Path, timeout_s: float = 120.0) -> dict:
     """Start the background server of `data_dir` (or return the one already running)."""
     data_dir = Path(data_dir).resolve()
@@ -147,7 +157,46 @@ _TEMPORARY: dict = {}
 _LOG = logging.getLogger("prefect.frame")
 
 
-def _uvicorn(port: int, settings_env: dict[str, str]) -> subprocess.Popen:
+# The temporary server's own output (its start-up errors, and the tracebacks its services log when they
+# are cancelled mid-write at shutdown) goes to this file of the data folder, not to the user's terminal.
+SERVER_LOG = "prefect-temporary-server.log"
+_SERVER_LOG_MAX_BYTES = 4 * 1024 * 1024  # beyond this the file starts over (the previous one kept as .1)
+
+
+def _open_server_log(log_file: Path | None):
+    """The append handle the server writes to, or None (inherit this process's stderr) when there is no data
+    folder or its logs folder cannot be written (a read-only folder fails later, in one line)."""
+    if log_file is None:
+        return None
+    try:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        if log_file.exists() and log_file.stat().st_size > _SERVER_LOG_MAX_BYTES:
+            os.replace(log_file, log_file.with_name(log_file.name + ".1"))
+        out = open(log_file, "ab")  # noqa: SIM115 (held open for the server's life, closed at stop)
+        out.write(f"--- {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} pid {os.getpid()}\n".encode())
+        out.flush()
+        return out
+    except OSError:
+        return None
+
+
+def _last_line(out) -> str:
+    """The last non-empty line the server wrote (for an error message), or ''."""
+    if out is None:
+        return ""
+    try:
+        with open(out.name, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - 4096))
+            lines = [ln.strip() for ln in f.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    lines = lines[max((i for i, ln in enumerate(lines) if ln.startswith("--- ")), default=-1) + 1 :]
+    # the exception that stopped it says more than uvicorn's closing "Application startup failed"
+    raised = [ln for ln in lines if re.match(r"[A-Za-z_][\w.]*(Error|Exception)\b.*:", ln)]
+    return (raised or lines or [""])[-1][:300]
+
+
+def _uvicorn(port: int, settings_env: dict[str, str], out=None) -> subprocess.Popen:
     import prefect
 
     env = {**SERVER_DEFAULTS, **os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1"}
@@ -156,7 +205,7 @@ def _uvicorn(port: int, settings_env: dict[str, str]) -> subprocess.Popen:
     args = [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent)]
     args += ["--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1"]
     args += ["--port", str(port), "--log-level", "error", "--lifespan", "on"]
-    return subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL)
+    return subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
 
 
 def _point_prefect_at(url: str) -> None:
@@ -166,11 +215,12 @@ def _point_prefect_at(url: str) -> None:
     refresh_prefect_settings()
 
 
-def start_temporary_server() -> str | None:
+def start_temporary_server(data_dir: Path | None = None) -> str | None:
     """Start this command's temporary Prefect server now, without waiting for it, and point PREFECT_API_URL
     at it (`temporary_server_ready` waits; the server stops when the process exits). Returns its URL, or
     None when Prefect has an API already (PREFECT_API_URL, a data folder's background server, a test
-    harness) or is not allowed to start a temporary one."""
+    harness) or is not allowed to start a temporary one. The server's output goes to
+    `data_dir`/logs/prefect-temporary-server.log (without a data folder: this process's stderr)."""
     from prefect.settings import get_current_settings
 
     if _TEMPORARY:
@@ -184,10 +234,11 @@ def start_temporary_server() -> str | None:
         if k != "PREFECT_API_URL"
     }
     port = _free_port()
-    proc = _uvicorn(port, settings_env)
+    out = _open_server_log(Path(data_dir) / "logs" / SERVER_LOG if data_dir is not None else None)
+    proc = _uvicorn(port, settings_env, out)
     url = f"http://127.0.0.1:{port}/api"
     timeout = float(settings.server.ephemeral.startup_timeout_seconds)
-    _TEMPORARY.update(proc=proc, url=url, port=port, env=settings_env, timeout=timeout, ready=False)
+    _TEMPORARY.update(proc=proc, url=url, port=port, env=settings_env, timeout=timeout, ready=False, out=out)
     atexit.register(_stop_temporary)
     _point_prefect_at(url)
     return url
@@ -210,14 +261,21 @@ def temporary_server_ready() -> None:
     deadline = time.monotonic() + _TEMPORARY["timeout"]
     while not _healthy(_TEMPORARY["url"], timeout=1.0):
         code = _TEMPORARY["proc"].poll()
-        if code == 3:  # the port was taken between choosing it and binding it
+        # uvicorn exits 3 on any start-up failure; only a port taken between choosing and binding it is
+        # worth another try (a bad database or setting would fail the same way until the timeout)
+        if code == 3 and _port_taken(_TEMPORARY["port"]) and _TEMPORARY.setdefault("retries", 0) < 3:
+            _TEMPORARY["retries"] += 1
             port = _free_port()
-            _TEMPORARY.update(proc=_uvicorn(port, _TEMPORARY["env"]), port=port)
+            _TEMPORARY.update(proc=_uvicorn(port, _TEMPORARY["env"], _TEMPORARY["out"]), port=port)
             _TEMPORARY["url"] = f"http://127.0.0.1:{port}/api"
             _point_prefect_at(_TEMPORARY["url"])
             continue
         if code is not None:
-            raise RuntimeError(f"Prefect's temporary server exited with code {code} before it answered")
+            said = _last_line(_TEMPORARY["out"])
+            where = f" (logs/{SERVER_LOG}: {said})" if said else ""
+            raise RuntimeError(
+                f"Prefect's temporary server exited with code {code} before it answered{where}"
+            )
         if time.monotonic() > deadline:
             raise RuntimeError(
                 f"Prefect's temporary server did not answer within {_TEMPORARY['timeout']:g} s "
@@ -230,6 +288,7 @@ def temporary_server_ready() -> None:
 def _stop_temporary() -> None:
     proc = _TEMPORARY.get("proc")
     if proc is None or proc.poll() is not None:
+        _close_server_log()
         return
     if _TEMPORARY.get("announced"):  # a command that stopped on bad input says one line, nothing more
         _LOG.info("Stopping temporary server on http://127.0.0.1:%d", _TEMPORARY["port"])
@@ -239,3 +298,10 @@ def _stop_temporary() -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+    _close_server_log()
+
+
+def _close_server_log() -> None:
+    out = _TEMPORARY.pop("out", None)
+    if out is not None:
+        out.close()

@@ -47,3 +47,38 @@ def test_a_data_folders_server_is_used_by_its_commands(tmp_path):
     assert stopped.returncode == 0 and f"stopped: {url}" in stopped.stdout
     assert frame("server", "status", "--data", str(data)).returncode == 1
     # (without a running server a command starts a temporary one: tests/test_dask_runner.py counts it)
+
+
+def test_a_temporary_servers_output_goes_to_the_data_folders_log_not_the_terminal(tmp_path):
+    """The temporary server a command starts writes to data/logs/prefect-temporary-server.log: its services
+    log tracebacks when they are cancelled mid-write at shutdown, which are no error of the command's. A
+    server that dies at start is reported in one line that quotes the log's last line."""
+    rel = write_release(tmp_path)
+    data = tmp_path / "data"
+    log = data / "logs" / "prefect-temporary-server.log"
+    score = [FRAME, "score", "--release", str(rel), "--systems", "copy-sample"]
+    score += ["--metrics", "text_edit_distance"]
+    env = frame_env(tmp_path / "ph", temporary_server=True)
+    ok = subprocess.run(score, capture_output=True, text=True, env=env, timeout=300)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    assert "Starting temporary server" in ok.stdout + ok.stderr  # it did start one
+    assert "Traceback" not in ok.stderr
+    first = log.read_text(encoding="utf-8")
+    assert first.startswith("--- ") and first.count("\n--- ") == 0, first[:500]
+
+    # A database the server cannot open: it exits before it answers.
+    bad = {
+        **env,
+        "PREFECT_SERVER_DATABASE_CONNECTION_URL": f"sqlite+aiosqlite:///{tmp_path}/no/such/dir/p.db",
+    }
+    res = subprocess.run(score, capture_output=True, text=True, env=bad, timeout=300)
+    assert res.returncode != 0
+    assert "Traceback" not in res.stderr, res.stderr[-3000:]
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("frame: error:")]
+    assert len(errors) == 1, res.stderr[-3000:]
+    assert "temporary server exited with code" in errors[0]
+    assert "logs/prefect-temporary-server.log: " in errors[0]
+    after = log.read_text(encoding="utf-8")
+    assert after.startswith(first) and after.count("\n--- ") == 1  # appended, one header per start
+    said = errors[0].split("logs/prefect-temporary-server.log: ", 1)[1].rstrip(")")
+    assert said in after and "unable to open database file" in said  # the cause, not uvicorn's last words
