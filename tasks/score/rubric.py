@@ -1,7 +1,8 @@
-"""The hierarchical report rubric (paper 003): G0 deliverability gates, G1 report identity and G2
-completeness items, decided by offline checks of a Markdown report (or, for the judged items, an LLM) and
-aggregated into the total S. Items are data (``schemas/rubric.toml``); the specification of the layers,
-the score, every check and both judges is docs/metrics/rubric.md.
+"""Frame's hierarchical report rubric: paper 003's layers (G0 deliverability gates, G1 report identity, G2
+completeness) and equation 1, filled with frame's own items for Markdown reports, decided by offline checks
+(or, for the judged items, an LLM) and aggregated into the total S: frame's rubric score, not 003's. Items
+are data (``schemas/rubric.toml``); the specification of the layers, the score, every check and both
+judges, and the map of 003's 35 items to frame's, is docs/metrics/rubric.md.
 """
 
 from __future__ import annotations
@@ -1664,7 +1665,7 @@ RUBRIC_METRICS: tuple[str, ...] = ("rubric", "rubric_g0", "rubric_g1", "rubric_g
 
 
 class RubricFamily(MetricFamily):
-    """The hierarchical rubric (paper 003): G0 gates, G1 and G2 checks of R' in its instance's context."""
+    """Frame's hierarchical rubric (paper 003's layers, frame's items): G0 gates, G1 and G2 checks of R'."""
 
     name = "rubric"
     metrics = (
@@ -1674,7 +1675,7 @@ class RubricFamily(MetricFamily):
         MetricSpec("rubric_g2", 0.0, 100.0, evidence="checks"),
     )
     reads = frozenset({"sample", "context"})
-    summary = "hierarchical rubric: G0 gates, G1 form and G2 content checks (score 0-100)"
+    summary = "frame's hierarchical rubric: G0 gates, G1 form and G2 content checks (score 0-100)"
 
     def __init__(self, env: JudgeEnv) -> None:
         super().__init__(env)
