@@ -118,7 +118,8 @@ class Scaffold(BaseModel):
 
 
 class Alignment(BaseModel):
-    """The judge's verdict on one scaffold item (or, kind "sentence", on one sentence of R')."""
+    """The judge's verdict on one scaffold item (or, kind "sentence", on one sentence of R': whether Y
+    supports it, for F, or whether it states a main or supporting scaffold fact, for Fact Focus)."""
 
     item_id: int = Field(ge=0)  # fact / question / attribute id; R' sentence id for kind "sentence"
     kind: Literal["fact", "question", "attribute", "sentence"]
@@ -126,7 +127,8 @@ class Alignment(BaseModel):
     ok: bool  # inferable / answerable / preserved / supported by Y
     score: float = Field(ge=0.0, le=1.0)  # the graded score behind `ok` (LLM judges: 1 or 0)
     # facts, questions, attributes: ids of the R' sentences relied on; kind "sentence": ids of the
-    # pieces of Y (markdown_pieces(Y), 1-based) that support it
+    # pieces of Y (markdown_pieces(Y), 1-based) that support it (F), or of the scaffold facts it states
+    # (Fact Focus)
     sentence_ids: list[int] = Field(default_factory=list)
     evidence: str = ""  # the text of the (best) supporting sentence / passage
     evidence_ref: str = ""  # its heading path
@@ -140,4 +142,6 @@ class ScaffoldJudgment(BaseModel):
     sentences: int = Field(ge=0)  # sentences (pieces) of R'
     alignments: list[Alignment] = Field(default_factory=list)  # kinds fact, question, attribute
     faithful: list[Alignment] = Field(default_factory=list)  # kind "sentence": the graded R' sentences
+    # kind "sentence": the sampled R' sentences, each aligned or not to a main / supporting fact
+    focus: list[Alignment] = Field(default_factory=list)
     detail: dict[str, Any] = Field(default_factory=dict)  # sampling, excerpts, requests and retries

@@ -77,6 +77,13 @@ def test_scaffold_extracted_once_and_reused(scored):
     m = scored["scores"].groupby(["system", "metric"])["value"].mean().unstack()
     assert set(SCAFFOLD_METRICS) <= set(m.columns)
     assert m.loc["extractive", "fact_coverage"] > m.loc["copy-sample", "fact_coverage"]
+    # Fact Focus reaches the leaderboard like every scaffold metric; the previous period's report states
+    # other figures than Y's key facts, so fewer of its sentences stay on them than Y's own
+    board = pd.read_csv(out / "leaderboard.csv")
+    overall = board[board.scope == "overall"].set_index(["system", "metric"])["mean"]
+    for m_name in SCAFFOLD_METRICS:
+        assert {(s, m_name) for s in SYSTEMS} <= set(overall.index), m_name
+    assert overall[("gold", "fact_focus")] > overall[("copy-sample", "fact_focus")]
 
 
 def test_rubric_decisions_keep_evidence(scored):

@@ -111,6 +111,7 @@ ROLE_OF = {
     "You check a generated report against items taken from a reference report": "score_scaffold_align",
     "You check which properties of given entities": "score_scaffold_entity_check",
     "You check sentences of a generated report against a reference report": "score_scaffold_faithful",
+    "You check whether the sentences of a generated report stay on the key facts": "score_scaffold_focus",
     "You are a reviewer who grades one generated report against a few rubric items": "score_rubric",
     "You are a rigorous, impartial judge of written reports": "score_holistic",
     "You compare two generated reports": "score_pairwise",
@@ -233,6 +234,15 @@ def answer(req: fake_llm.Recorded) -> fake_llm.Reply:
             ev = sorted({s for s, t in reference.items() for f in figs if f in t}) if ok else []
             out.append({"id": i, "supported": ok, "evidence_ids": ev, "justification": "figures checked"})
         return fake_llm.json_reply({"sentences": out})
+    if role == "score_scaffold_focus":  # aligned to each listed fact whose key figure the sentence states
+        facts = numbered(between(user, "<<<KEY FACTS\n", "KEY FACTS>>>"))
+        out = []
+        for ln in user.splitlines():
+            if ln.startswith('{"id"'):
+                it = json.loads(ln)
+                ids = [f for f, t in facts.items() if key_figure(t) and key_figure(t) in it["sentence"]]
+                out.append({"id": it["id"], "aligned": bool(ids), "fact_ids": ids, "justification": "figure"})
+        return fake_llm.json_reply({"sentences": out})
     if role == "score_rubric":
         ids = re.search(r"Decide each of the items (.+?) for this report\.", user).group(1).split(", ")
         decisions = [
@@ -354,6 +364,7 @@ def test_score_every_family_over_openai_compatible_endpoint(llm_server, tmp_path
     assert roles["score_scaffold_align"] == 2 * len(SYSTEMS)  # facts and questions
     assert roles["score_scaffold_entity_check"] == len(SYSTEMS)
     assert roles["score_scaffold_faithful"] == len(SYSTEMS)
+    assert roles["score_scaffold_focus"] == len(SYSTEMS)
     assert roles["score_rubric"] == len(SYSTEMS)
     assert roles["score_holistic"] == len(SYSTEMS)
     n_pairs = len(CONTENDERS) * (len(CONTENDERS) - 1) // 2
@@ -382,6 +393,10 @@ def test_score_every_family_over_openai_compatible_endpoint(llm_server, tmp_path
     assert s.loc[("gold", "eps"), "value"] == 1.0 and s.loc[("copy-sample", "eps"), "value"] == 0.0
     assert s.loc[("gold", "fact_faithfulness"), "value"] == 1.0
     assert s.loc[("copy-sample", "fact_faithfulness"), "value"] < 1.0  # 1,200 and $300 are not in Y
+    # Fact Focus: Y's two sentences state its two counted facts; one-shot adds a sentence that states none
+    assert s.loc[("gold", "fact_focus"), "value"] == 1.0
+    assert abs(s.loc[("one-shot", "fact_focus"), "value"] - 2 / 3) < 1e-9
+    assert s.loc[("copy-sample", "fact_focus"), "value"] == 0.0
     assert s.loc[("gold", "holistic_faithfulness"), "value"] == 9.0
     assert s.loc[("extractive", "holistic_completeness"), "value"] == 8.0
     assert s.loc[("copy-sample", "holistic_hallucination"), "value"] == 4.0

@@ -459,11 +459,61 @@ def test_offline_judge_wrong_figure_and_missing_entity(minilm_judge):
     assert m["main_coverage"].value < 1.0
 
 
+# Off-topic padding: true statements, none of them a fact of GOLD.
+OFF_TOPIC = """
+## Company life
+
+The chief executive spends her summers sailing on Lake Geneva.
+The staff cafeteria introduced a vegetarian menu with seasonal soups.
+The headquarters lobby was repainted in a lighter shade of blue.
+A charity football match raised funds for the local children's hospital.
+"""
+
+
+def test_fact_focus_falls_when_a_report_is_padded_with_off_topic_facts(minilm_judge):
+    """Paper 001 Table 7: Fact Focus = share of the summary's sentences aligned to at least one scaffold
+    fact. MAIN_ONLY states only facts of Y; the same report padded with four off-topic sentences keeps
+    every aligned sentence and adds four unaligned ones."""
+    s = OfflineScaffoldExtractor(minilm_judge).extract(GOLD)
+    judge = OfflineScaffoldJudge(minilm_judge)
+    on = _values(scaffold_metrics(s, judge.judge(s, MAIN_ONLY)))["fact_focus"]
+    padded = _values(scaffold_metrics(s, judge.judge(s, MAIN_ONLY + OFF_TOPIC)))["fact_focus"]
+    n = len(markdown_pieces(MAIN_ONLY))
+    assert on.value == 1.0 and on.detail["graded"] == n == on.population
+    assert padded.detail["graded"] == n + 4 and padded.detail["aligned"] == n
+    assert padded.value == pytest.approx(n / (n + 4)) and padded.value < on.value
+    off = [i for i in padded.items if i.score < 0.5]
+    assert sorted(i.text for i in off) == sorted(
+        ln for ln in OFF_TOPIC.splitlines() if ln and not ln.startswith("#")
+    )
+    # an aligned sentence cites the fact it states
+    facts = {f.id: f for f in s.facts}
+    lead = next(i for i in on.items if i.text.startswith("Total net sales rose"))
+    fid = int(lead.evidence_ref.split()[1])
+    assert facts[fid].text == lead.text and facts[fid].tier != "other"
+    # unlike FPS, Fact Focus does not penalise supporting detail: the gold report itself stays on its
+    # facts (only its "other" units, boilerplate and pointers, are not aligned)
+    full = _values(scaffold_metrics(s, judge.judge(s, GOLD)))["fact_focus"]
+    assert full.value >= on.value - 0.25 and full.value > padded.value
+
+
+def test_fact_focus_never_counts_other_facts(minilm_judge):
+    """A sentence that only restates an "other" fact (metadata, boilerplate) is not on the key facts."""
+    s = OfflineScaffoldExtractor(minilm_judge).extract(GOLD)
+    other = next(f for f in s.facts if f.tier == "other" and f.text.startswith("See Note 7"))
+    report = MAIN_ONLY + "\n" + other.text + "\n"
+    m = _values(scaffold_metrics(s, OfflineScaffoldJudge(minilm_judge).judge(s, report)))["fact_focus"]
+    assert m.detail["facts"] == sum(f.tier != "other" for f in s.facts)
+    note = next(i for i in m.items if i.text == other.text)
+    assert note.score < 0.5 and m.value < 1.0
+
+
 def test_scaffold_scores_convenience_and_empty_report(minilm_judge):
     ex, judge = OfflineScaffoldExtractor(minilm_judge), OfflineScaffoldJudge(minilm_judge)
     m = _values(scaffold_scores(GOLD, "", ex, judge))
     assert m["fact_coverage"].value == 0.0 and m["fps"].value == 0.0 and m["eps"].value == 0.0
     assert m["fact_faithfulness"].value is None and m["fact_faithfulness"].population == 0
+    assert m["fact_focus"].value is None and m["fact_focus"].population == 0
 
 
 def test_demo_release_scaffolds(demo_release, minilm_judge):
@@ -535,6 +585,7 @@ ROLE_CUES = {
     "align": "check a generated report against items",
     "entity_check": "which properties of given entities",
     "faithful": "check sentences of a generated report",
+    "focus": "stay on the key facts of a reference report",
 }
 
 
@@ -721,6 +772,15 @@ def _good_reply(req):
         )
     if role == "entity_check":
         return json_reply({"entities": [{"name": "Acme", "preserved_ids": [1], "sentence_ids": [1]}]})
+    if role == "focus":  # sentence 1 states fact 1, the others nothing listed
+        return json_reply(
+            {
+                "sentences": [
+                    {"id": it["id"], "aligned": it["id"] == 1, "fact_ids": [1] if it["id"] == 1 else []}
+                    for it in _listed(req, "id")
+                ]
+            }
+        )
     items = _listed(req, "id")
     return json_reply(
         {
@@ -737,7 +797,7 @@ def _good_reply(req):
     )
 
 
-def test_llm_judge_scores_all_eight(llm_server, api_key, tmp_path):
+def test_llm_judge_scores_all_nine(llm_server, api_key, tmp_path):
     llm_server.default_chat = _good_reply
     client, settings = _client(llm_server, tmp_path)
     judge = LLMScaffoldJudge(client, settings)
@@ -748,11 +808,12 @@ def test_llm_judge_scores_all_eight(llm_server, api_key, tmp_path):
     assert m["fps"].value == 1.0 and m["fact_coverage"].value == pytest.approx(1 / 3)
     assert m["qps"].value == 1.0 and m["eps"].value == 0.5
     assert m["fact_faithfulness"].value == pytest.approx(2 / 3)  # "Growth was strong." unsupported
+    assert m["fact_focus"].value == pytest.approx(1 / 3)  # only sentence 1 states a fact
     fact1 = m["fact_coverage"].items[0]
     assert fact1.evidence == "Revenue reached $1.2 billion." and fact1.evidence_ref == "sentence 1 (Results)"
     assert fact1.rationale == "sentence 1 states it"
     roles = sorted(_role(r) for r in llm_server.chat_requests)
-    assert roles == ["align", "align", "entity_check", "faithful"]
+    assert roles == ["align", "align", "entity_check", "faithful", "focus"]
     align = next(
         r
         for r in llm_server.chat_requests
@@ -763,7 +824,79 @@ def test_llm_judge_scores_all_eight(llm_server, api_key, tmp_path):
     assert "## Plans" in user and "complete generated report, 3 numbered sentences" in user
     faithful = next(r for r in llm_server.chat_requests if _role(r) == "faithful")
     assert "[1] Revenue was $1.2 billion in the quarter, up 10%." in faithful.messages[1]["content"]
-    assert j.detail["requests"] == 4 and j.detail["retries"] == 0
+    assert j.detail["requests"] == 5 and j.detail["retries"] == 0
+
+
+# What each fact states, for the focus judge the test server plays; fact 4 is metadata ("other").
+FOCUS_MARKS = {1: "$1.2 billion", 2: "10%", 3: "Ohio", 4: "Q2"}
+ON_TOPIC = """# Acme report (Q2)
+
+## Results
+
+Revenue reached $1.2 billion.
+Revenue grew 10% on the year.
+"""
+PADDED = (
+    ON_TOPIC
+    + """
+## Other matters
+
+The chief executive enjoys sailing on weekends.
+This report covers Q2.
+"""
+)
+
+
+def _focus_judge(req):
+    """score_scaffold_focus played by the server: a sentence states each listed fact whose mark it holds."""
+    user = req.messages[1]["content"]
+    listed = [int(i) for i in re.findall(r"^\[(\d+)\] ", user.split("<<<KEY FACTS", 1)[1], re.M)]
+    out = []
+    for it in _listed(req, "id"):
+        ids = [f for f in listed if FOCUS_MARKS[f] in it["sentence"]]
+        out.append({"id": it["id"], "aligned": bool(ids), "fact_ids": ids, "justification": "marks"})
+    return json_reply({"sentences": out})
+
+
+def test_llm_fact_focus_falls_when_a_report_is_padded_with_off_topic_facts(llm_server, api_key, tmp_path):
+    scaffold = SCAFFOLD_FOR_LLM.model_copy(
+        update={
+            "facts": [*SCAFFOLD_FOR_LLM.facts, ScaffoldFact(id=4, text="The report covers Q2", tier="other")],
+            "questions": [],
+            "entities": [],
+            "gold_markdown": "",
+        }
+    )
+    llm_server.default_chat = lambda req: _focus_judge(req) if _role(req) == "focus" else _good_reply(req)
+    client, settings = _client(llm_server, tmp_path)
+    judge = LLMScaffoldJudge(client, settings)
+    on = _values(scaffold_metrics(scaffold, judge.judge(scaffold, ON_TOPIC)))["fact_focus"]
+    padded = _values(scaffold_metrics(scaffold, judge.judge(scaffold, PADDED)))["fact_focus"]
+    assert on.value == 1.0 and (on.detail["aligned"], on.detail["graded"]) == (2, 2)
+    # the off-topic sentence and the one restating metadata (an "other" fact) are not on the key facts
+    assert padded.value == 0.5 and (padded.detail["aligned"], padded.detail["graded"]) == (2, 4)
+    assert padded.detail["facts"] == 3 and padded.population == 4
+    focus = [r for r in llm_server.chat_requests if _role(r) == "focus"]
+    assert len(focus) == 2  # one batch per report
+    for r in focus:
+        facts = r.messages[1]["content"].split("<<<KEY FACTS\n", 1)[1].split("\nKEY FACTS>>>", 1)[0]
+        assert facts.splitlines() == [f"[{f.id}] {f.text}" for f in SCAFFOLD_FOR_LLM.facts]  # no "other"
+    items = {i.text: i for i in padded.items}
+    assert items["Revenue reached $1.2 billion."].evidence == "Acme revenue was $1.2 billion in Q2"
+    assert items["Revenue reached $1.2 billion."].evidence_ref == "fact 1"
+    assert items["This report covers Q2."].score == 0.0
+    assert items["Revenue grew 10% on the year."].score == 1.0
+
+
+def test_llm_fact_focus_asks_again_for_a_fact_id_that_was_not_listed(llm_server, api_key, tmp_path):
+    scaffold = SCAFFOLD_FOR_LLM.model_copy(update={"questions": [], "entities": [], "gold_markdown": ""})
+    bad = json_reply({"sentences": [{"id": i, "aligned": True, "fact_ids": [9]} for i in (1, 2)]})
+    llm_server.default_chat = lambda req: _good_reply(req) if _role(req) == "align" else bad
+    client, settings = _client(llm_server, tmp_path, invalid_retries=1)
+    with pytest.raises(LLMOutputError, match="score_scaffold_focus"):
+        LLMScaffoldJudge(client, settings).judge(scaffold, ON_TOPIC)
+    retry = [r for r in llm_server.chat_requests if _role(r) == "focus"][-1].messages[-1]["content"]
+    assert "fact_ids must be ids of the listed facts; not listed: [9]" in retry
 
 
 def test_llm_judge_wrong_id_gets_a_corrective_retry(llm_server, api_key, tmp_path):
@@ -774,11 +907,12 @@ def test_llm_judge_wrong_id_gets_a_corrective_retry(llm_server, api_key, tmp_pat
         json_reply({"alignments": [{"id": 1, "ok": True, "sentence_ids": [1]}, {"id": 7, "ok": False}]}),
         json_reply({"alignments": [{"id": 1, "ok": True, "sentence_ids": [1]}, {"id": 2, "ok": False}]}),
     )
-    client, settings = _client(llm_server, tmp_path)
+    llm_server.default_chat = _good_reply  # then the Fact Focus request
+    client, settings = _client(llm_server, tmp_path, concurrency=1)
     j = LLMScaffoldJudge(client, settings).judge(one_fact, SMALL_GEN)
     assert [(a.item_id, a.ok) for a in j.alignments] == [(1, True), (2, False)]
     reqs = llm_server.chat_requests
-    assert len(reqs) == 2
+    assert [_role(r) for r in reqs] == ["align", "align", "focus"]
     corrective = reqs[1].messages[-1]["content"]
     assert "unknown id: [7]" in corrective and "missing id: [2]" in corrective
     assert j.detail["retries"] == 1 and j.faithful == [] and "faithfulness" in j.detail
@@ -792,7 +926,8 @@ def test_llm_judge_rejects_sentence_ids_out_of_range(llm_server, api_key, tmp_pa
         json_reply({"alignments": [{"id": 1, "ok": True, "sentence_ids": [99]}]}),
         json_reply({"alignments": [{"id": 1, "ok": True, "sentence_ids": [3]}]}),
     )
-    client, settings = _client(llm_server, tmp_path)
+    llm_server.default_chat = _good_reply  # then the Fact Focus request
+    client, settings = _client(llm_server, tmp_path, concurrency=1)
     j = LLMScaffoldJudge(client, settings).judge(one_fact, SMALL_GEN)
     assert j.alignments[0].sentence_ids == [3] and j.alignments[0].evidence == "A new factory is planned."
     assert (
@@ -826,12 +961,11 @@ def test_llm_judge_excerpts_a_report_that_does_not_fit(llm_server, api_key, tmp_
         extractor="x",
         facts=[ScaffoldFact(id=1, text="The coral site number 7 was surveyed in detail.", tier="main")],
     )
-    llm_server.default_chat = lambda req: json_reply(
-        {"alignments": [{"id": 1, "ok": True, "sentence_ids": [target], "justification": "found"}]}
-    )
+    found = {"alignments": [{"id": 1, "ok": True, "sentence_ids": [target], "justification": "found"}]}
+    llm_server.default_chat = lambda req: json_reply(found) if _role(req) == "align" else _good_reply(req)
     client, settings = _client(llm_server, tmp_path, context_tokens=4096, max_output_tokens=400)
     j = LLMScaffoldJudge(client, settings).judge(scaffold, generated)
-    user = llm_server.chat_requests[0].messages[1]["content"]
+    user = next(r for r in llm_server.chat_requests if _role(r) == "align").messages[1]["content"]
     assert "EXCERPT" in user and f"({len(pieces)} numbered sentences)" in user
     assert f"[{target}] The coral site number 7 was surveyed in detail." in user  # original id kept
     shown = [int(x) for x in re.findall(r"^\[(\d+)\]", user, re.M)]

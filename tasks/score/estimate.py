@@ -278,6 +278,14 @@ def _reply(role: str, v: Mapping[str, Any], messages: list[dict]) -> dict:
                 {"id": i, "supported": True, "justification": _WHY} for i in _ids(v["sentence_ids"])
             ]
         }
+    if role == "score_scaffold_focus":  # every sentence states the first listed fact
+        first = re.search(r"^\[(\d+)\]", str(v["facts"]), re.M)
+        return {
+            "sentences": [
+                {"id": i, "aligned": bool(first), "fact_ids": [int(first.group(1))] if first else []}
+                for i in _ids(v["sentence_ids"])
+            ]
+        }
     if role == "score_rubric":
         ids = [x.strip() for x in str(v["item_ids"]).split(",") if x.strip()]
         return {"decisions": [{"item_id": i, "decision": "pass", "rationale": _WHY} for i in ids]}

@@ -1,6 +1,6 @@
 """Semantic Scaffold (paper 001 §4): facts, questions and entity attributes extracted once from the gold
-report Y, then every generated report R' judged against that fixed reference (FPS, QPS, EPS, F and plain
-coverage beside them). Offline heuristic and LLM extractors and judges; the family class comes last.
+report Y, then every generated report R' judged against that fixed reference (FPS, QPS, EPS, F, Fact Focus
+and plain coverage beside them). Offline heuristic and LLM extractors and judges; the family class comes last.
 
 Specification (formulas, tiers, heuristics and thresholds, LLM roles, known limits): docs/metrics/scaffold.md.
 """
@@ -68,13 +68,14 @@ PRESENT_RATIO = 90  # rapidfuzz partial ratio for "the entity name is in R'"
 BATCH_ITEMS = 30  # facts / questions / R' sentences per LLM request
 BATCH_ATTRIBUTES = 60  # attributes per score_scaffold_entity_check request
 SEED = 0
-# paper 001 §4: one extraction from Y per instance, one judgment per system, all eight values from it.
+# paper 001 §4: one extraction from Y per instance, one judgment per system, all nine values from it.
 # Main and supporting coverage are shown beside FPS, never replaced by it.
 SCAFFOLD_METRICS: tuple[str, ...] = (
     "fps",
     "qps",
     "eps",
     "fact_faithfulness",  # F: share of R' sentences supported by Y
+    "fact_focus",  # F. Focus (001 Table 7): share of R' sentences aligned to a main or supporting fact
     "fact_coverage",  # FC: share of scaffold facts (main + supporting) inferable from R'
     "question_coverage",  # QC: share of scaffold questions answerable from R'
     "main_coverage",  # M_s / M_c
@@ -605,6 +606,7 @@ class OfflineScaffoldJudge:
             sentences=len(segs),
             alignments=alignments,
             faithful=faithful,
+            focus=self._focus(scaffold, segs),
             detail={
                 "threshold": OK_THRESHOLD,
                 "graded_units": len(units),
@@ -656,12 +658,45 @@ class OfflineScaffoldJudge:
             out.append(a.model_copy(update={"text": g.text}))
         return out, len(picked)
 
+    def _focus(self, scaffold: Scaffold, segs: list[Piece]) -> list[Alignment]:
+        """Fact Focus, built like F: the same sampled R' pieces, each graded as a unit, but against the
+        scaffold's main and supporting facts (one list item each) instead of Y; `ok` = aligned to at least
+        one fact, the evidence id is that fact's id."""
+        facts = _focus_facts(scaffold)
+        if not segs or not facts:
+            return []
+        items = {f.id: "- " + " ".join(f.text.split()) for f in facts}
+        fact_of: dict[str, int] = {}  # the text of each piece of a fact's item -> the fact's id
+        for fid, item in items.items():
+            for p in markdown_pieces(item):
+                fact_of.setdefault(p.text, fid)
+        picked = sample_items(list(range(1, len(segs) + 1)), self.max_sentences, self.seed)
+        claims = [
+            InfoUnit(
+                unit_id=i,
+                type="sentence",
+                content=segs[i - 1].text,
+                source_sentence=segs[i - 1].source if segs[i - 1].kind == "row" else "",
+            )
+            for i in picked
+        ]
+        out = []
+        for g in self._grader.grade(claims, "\n".join(items.values())):
+            a = self._alignment("sentence", g.index, g.score, g, g.rationale, fact_of)
+            out.append(a.model_copy(update={"text": g.text, "evidence_ref": ""}))
+        return out
+
 
 # ======================================================================== metrics
 
 
 def _ratio(num: int, den: int) -> float | None:
     return num / den if den else None
+
+
+def _focus_facts(scaffold: Scaffold) -> list[ScaffoldFact]:
+    """The facts Fact Focus aligns R' sentences to: main and supporting ("other" never counts, 001 G.1)."""
+    return [f for f in scaffold.facts if f.tier != "other"]
 
 
 def _preservation(main_s: int, main_c: int, sup_s: int, sup_c: int) -> float | None:
@@ -759,7 +794,7 @@ def _eps_detail(scaffold: Scaffold, by: Mapping[tuple[str, int], Alignment]) -> 
 def _item_lists(
     scaffold: Scaffold, judgment: ScaffoldJudgment, by: Mapping[tuple[str, int], Alignment]
 ) -> dict[str, list[ItemScore]]:
-    """The evidence items of EPS, F, FC and QC."""
+    """The evidence items of EPS, F, Fact Focus, FC and QC."""
     entity_of = scaffold.entity_of()
     return {
         "eps": [
@@ -775,6 +810,7 @@ def _item_lists(
         "fact_faithfulness": [
             _item(a.item_id, "sentence", a.text, a.text, a, "gold sentence") for a in judgment.faithful
         ],
+        "fact_focus": [_item(a.item_id, "sentence", a.text, a.text, a, "fact") for a in judgment.focus],
         "fact_coverage": [
             _item(f.id, f"fact:{f.tier}", f.text, f.source, by.get(("fact", f.id))) for f in scaffold.facts
         ],
@@ -792,11 +828,12 @@ def _item_lists(
 
 
 def scaffold_metrics(scaffold: Scaffold, judgment: ScaffoldJudgment) -> list[MetricResult]:
-    """The eight SCAFFOLD_METRICS of one judgment (docs/metrics/scaffold.md), in that order."""
+    """The nine SCAFFOLD_METRICS of one judgment (docs/metrics/scaffold.md), in that order."""
     by = {(a.kind, a.item_id): a for a in judgment.alignments}
     ft, qt = _Tally.of("fact", scaffold.facts, by), _Tally.of("question", scaffold.questions, by)
     fd, qd, eps = ft.detail("M", "S"), qt.detail("Q", "R"), _eps_detail(scaffold, by)
     supported, graded = sum(a.ok for a in judgment.faithful), len(judgment.faithful)
+    aligned, focused = sum(a.ok for a in judgment.focus), len(judgment.focus)
     counted_f, counted_q = ft.main_c + ft.sup_c, qt.main_c + qt.sup_c
     # metric: (value, population, detail)
     rows: dict[str, tuple[float | None, int, dict[str, Any]]] = {
@@ -807,6 +844,16 @@ def scaffold_metrics(scaffold: Scaffold, judgment: ScaffoldJudgment) -> list[Met
             _ratio(supported, graded),
             judgment.sentences,
             {"supported": supported, "graded": graded, "sentences": judgment.sentences},
+        ),
+        "fact_focus": (
+            _ratio(aligned, focused),
+            judgment.sentences,
+            {
+                "aligned": aligned,
+                "graded": focused,
+                "sentences": judgment.sentences,
+                "facts": len(_focus_facts(scaffold)),
+            },
         ),
         "fact_coverage": (ft.coverage, len(scaffold.facts), {**fd, "counted": counted_f}),
         "question_coverage": (qt.coverage, len(scaffold.questions), {**qd, "counted": counted_q}),
@@ -958,6 +1005,17 @@ class FaithfulReply(BaseModel):
     sentences: list[_FaithfulOut]
 
 
+class _FocusOut(_Verdict):
+    aligned: bool
+    fact_ids: list[int] = Field(default_factory=list)
+
+
+class FocusReply(BaseModel):
+    """Reply of role score_scaffold_focus."""
+
+    sentences: list[_FocusOut]
+
+
 def _exact_ids(label: str, want: Sequence[int], got: Sequence[int]) -> None:
     """Raise ValueError unless `got` names every id of `want` once and nothing else."""
     counts = Counter(got)
@@ -1047,6 +1105,36 @@ class _Numbered:
         return text, chosen
 
 
+def _facts_view(facts: Sequence[ScaffoldFact], query: str, room: int) -> tuple[str, list[int]]:
+    """The facts as "[id] fact" lines: all of them when they fit `room` tokens, else those sharing the most
+    words with `query` (added while they fit, listed in scaffold order); returns (text, fact ids shown)."""
+    lines = {f.id: f"[{f.id}] {' '.join(f.text.split())}" for f in facts}
+    text = "\n".join(lines.values())
+    if count_tokens(text) <= room:
+        return text, list(lines)
+    want = set(terms(query))
+    cost = dict(zip(lines, count_tokens_many(list(lines.values())), strict=True))
+    ranked = sorted(facts, key=lambda f: (-len(want & set(terms(f.text))), f.id))
+    chosen: set[int] = set()
+    used = 0
+    for f in ranked:
+        if used + cost[f.id] + 1 <= int(room * 0.95):  # a little slack: tokens of the joined lines drift
+            chosen.add(f.id)
+            used += cost[f.id] + 1
+    shown = [i for i in lines if i in chosen]
+    return "\n".join(lines[i] for i in shown), shown
+
+
+def _facts_note(shown: int, total: int) -> str:
+    if shown == total:
+        return f"Below are the reference report's {total} key facts (its main points and supporting details)."
+    return (
+        f"The reference report has {total} key facts, too many for this request: below are the {shown} "
+        f"sharing the most words with the sentences to check; the other {total - shown} are omitted. Use "
+        "only the fact ids shown."
+    )
+
+
 def _excerpt_note(what: str, shown: int, total: int, subject: str) -> str:
     if shown == total:
         return f"Below is the complete {what}, {total} numbered sentences (table rows count as sentences)."
@@ -1067,7 +1155,10 @@ class LLMScaffoldExtractor(LLMJudge):
     QUESTIONS_ROLE = "score_scaffold_questions"
     ENTITIES_ROLE = "score_scaffold_entities"
     ROLES = (FACTS_ROLE, QUESTIONS_ROLE, ENTITIES_ROLE)
-    # role -> reply model and how many items to ask over the whole report (paper: 20-100 facts, questions)
+    # role -> reply model and how many items to ask over the whole report. Facts and questions: the paper's
+    # 20-100 per document (001 App. G.1, G.2). Entity attributes: 20-150 is frame's bound, not the paper's
+    # (App. G.3 asks for all key entities, with no number): it keeps each reply within max_output_tokens and
+    # the per-system entity checks bounded in cost.
     ASKS: ClassVar[dict[str, tuple[type[BaseModel], int, int]]] = {
         FACTS_ROLE: (FactsReply, 20, 100),
         QUESTIONS_ROLE: (QuestionsReply, 20, 100),
@@ -1178,12 +1269,13 @@ _Job = tuple[str, Any]  # (kind: fact | question | entity | sentence, the batch)
 
 
 class LLMScaffoldJudge(LLMJudge):
-    """Alignment of R' with a scaffold, and fact faithfulness, by three LLM roles."""
+    """Alignment of R' with a scaffold, fact faithfulness and Fact Focus, by four LLM roles."""
 
     ALIGN_ROLE = "score_scaffold_align"
     ENTITY_ROLE = "score_scaffold_entity_check"
     FAITHFUL_ROLE = "score_scaffold_faithful"
-    ROLES = (ALIGN_ROLE, ENTITY_ROLE, FAITHFUL_ROLE)
+    FOCUS_ROLE = "score_scaffold_focus"
+    ROLES = (ALIGN_ROLE, ENTITY_ROLE, FAITHFUL_ROLE, FOCUS_ROLE)
 
     def __init__(
         self,
@@ -1218,9 +1310,11 @@ class LLMScaffoldJudge(LLMJudge):
         report = _Numbered.of(generated_markdown)
         has_gold = bool(len(report) and scaffold.gold_markdown.strip())
         gold = _Numbered.of(scaffold.gold_markdown) if has_gold else None
-        sampled: list[int] = []
-        if gold is not None and len(gold):
-            sampled = sample_items(list(range(1, len(report) + 1)), self.max_sentences, self.seed)
+        facts = _focus_facts(scaffold)
+        # F and Fact Focus grade the same seeded sample of R' sentences
+        picked = sample_items(list(range(1, len(report) + 1)), self.max_sentences, self.seed)
+        sampled = picked if gold is not None and len(gold) else []
+        focused = picked if facts else []
 
         def run(job: _Job) -> tuple[list[Alignment], dict[str, Any]]:
             kind, batch = job
@@ -1228,13 +1322,18 @@ class LLMScaffoldJudge(LLMJudge):
                 return self._align(kind, batch, report)
             if kind == "entity":
                 return self._entities(batch, report)
+            if kind == "focus":
+                return self._focus(batch, report, facts)
             assert gold is not None
             return self._faithful(batch, report, gold)
 
-        results = self.map(run, self._jobs(scaffold, sampled) if len(report) else [])
+        jobs = self._jobs(scaffold, sampled, focused) if len(report) else []
+        results = self.map(run, jobs)
         self.last_calls = [call for _, call in results]
-        alignments = [a for al, _ in results for a in al if a.kind != "sentence"]
-        faithful = [a for al, _ in results for a in al if a.kind == "sentence"]
+        by_kind: dict[str, list[Alignment]] = {"item": [], "sentence": [], "focus": []}
+        for (kind, _), (al, _) in zip(jobs, results, strict=True):
+            by_kind[kind if kind in ("sentence", "focus") else "item"].extend(al)
+        alignments, faithful = by_kind["item"], by_kind["sentence"]
         if not len(report):  # nothing to ask: every item absent
             alignments = _all_absent(scaffold)
         detail = {
@@ -1242,17 +1341,24 @@ class LLMScaffoldJudge(LLMJudge):
             "retries": sum(c["attempts"] - 1 for c in self.last_calls),
             "excerpted_requests": sum(1 for c in self.last_calls if c["excerpt"]),
             "sampled_sentences": len(sampled),
+            "focus_sentences": len(focused),
             "max_sentences": self.max_sentences,
             "seed": self.seed,
         }
         if gold is None and len(report):
             detail["faithfulness"] = "the scaffold holds no gold report"
         return ScaffoldJudgment(
-            judge=self.name, sentences=len(report), alignments=alignments, faithful=faithful, detail=detail
+            judge=self.name,
+            sentences=len(report),
+            alignments=alignments,
+            faithful=faithful,
+            focus=by_kind["focus"],
+            detail=detail,
         )
 
-    def _jobs(self, scaffold: Scaffold, sampled: list[int]) -> list[_Job]:
-        """Facts, questions, entities and sampled R' sentences in batches, in that order."""
+    def _jobs(self, scaffold: Scaffold, sampled: list[int], focused: Sequence[int] = ()) -> list[_Job]:
+        """Facts, questions, entities, sampled R' sentences for F and for Fact Focus, in batches, in that
+        order."""
         n = self.batch_size
 
         def batches(items: Sequence[Any]) -> list[Any]:
@@ -1263,6 +1369,7 @@ class LLMScaffoldJudge(LLMJudge):
             + [("question", b) for b in batches(scaffold.questions)]
             + [("entity", b) for b in self._entity_batches(scaffold)]
             + [("sentence", b) for b in batches(sampled)]
+            + [("focus", b) for b in batches(list(focused))]
         )
 
     def _entity_batches(
@@ -1461,6 +1568,63 @@ class LLMScaffoldJudge(LLMJudge):
             )
         return out, _call(self.FAITHFUL_ROLE, "sentence", result, shown < len(gold))
 
+    def _focus(
+        self, batch: list[int], report: _Numbered, facts: list[ScaffoldFact]
+    ) -> tuple[list[Alignment], dict[str, Any]]:
+        """Fact Focus (001 Table 7) asked from the sentence side: does each sampled R' sentence state at
+        least one main or supporting fact (shown whole, or the facts sharing most words with the batch)?"""
+        listing = "\n".join(
+            json.dumps({"id": i, "sentence": report.pieces[i - 1].text}, ensure_ascii=False) for i in batch
+        )
+        ids = ", ".join(map(str, batch))
+        room = self._room(self.FOCUS_ROLE, facts_note="", facts="", sentences=listing, sentence_ids=ids)
+        text, shown = _facts_view(facts, " ".join(report.pieces[i - 1].text for i in batch), room)
+        listed = set(shown)
+
+        def check(reply: FocusReply) -> None:
+            _exact_ids("id", batch, [s.id for s in reply.sentences])
+            bad = sorted({f for s in reply.sentences for f in s.fact_ids if f not in listed})
+            if bad:
+                raise ValueError(f"fact_ids must be ids of the listed facts; not listed: {bad}")
+            bare = [s.id for s in reply.sentences if s.aligned and not s.fact_ids]
+            if bare:
+                raise ValueError(f"an aligned sentence must give the fact_ids it states; none for: {bare}")
+
+        result = self.ask(
+            self.FOCUS_ROLE,
+            FocusReply,
+            check=check,
+            facts_note=_facts_note(len(shown), len(facts)),
+            facts=text,
+            sentences=listing,
+            sentence_ids=ids,
+        )
+        by_id = {s.id: s for s in result.value.sentences}
+        fact = {f.id: f for f in facts}
+        suffix = (
+            f" [facts excerpted to fit the context: {len(shown)} of {len(facts)} shown]"
+            if len(shown) < len(facts)
+            else ""
+        )
+        out = []
+        for i in batch:
+            s = by_id[i]
+            fids = sorted(set(s.fact_ids)) if s.aligned else []
+            out.append(
+                Alignment(
+                    item_id=i,
+                    kind="sentence",
+                    text=report.pieces[i - 1].text,
+                    ok=s.aligned,
+                    score=1.0 if s.aligned else 0.0,
+                    sentence_ids=fids,
+                    evidence=" ".join(fact[f].text for f in fids[:3]),
+                    evidence_ref=fact[fids[0]].section if fids else "",
+                    rationale=(s.justification.strip() + suffix).strip(),
+                )
+            )
+        return out, _call(self.FOCUS_ROLE, "focus", result, len(shown) < len(facts))
+
 
 def _all_absent(scaffold: Scaffold) -> list[Alignment]:
     """Every fact, question and attribute judged absent (an empty R': nothing to ask)."""
@@ -1502,6 +1666,7 @@ _EVIDENCE = {
     "fact_coverage": "recall",
     "question_coverage": "recall",
     "fact_faithfulness": "support",
+    "fact_focus": "support",
 }
 SCAFFOLDS_SCHEMA = pa.schema(
     [
