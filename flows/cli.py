@@ -933,6 +933,18 @@ def score_cmd(
     gamma: Annotated[
         float | None, typer.Option("--gamma", help="depth weighting of Algorithm 1 (0 = off)")
     ] = None,
+    delta: Annotated[
+        float | None,
+        typer.Option(
+            "--delta",
+            help="RBF width of the structure node similarity (default: calibrated for the embedder in "
+            "schemas/projection.toml, else the paper's 0.10)",
+        ),
+    ] = None,
+    type_weight: Annotated[
+        float | None,
+        typer.Option("--type-weight", help="w of the structure node similarity (default: the paper's 0.2)"),
+    ] = None,
     config: Annotated[
         Path | None,
         typer.Option(
@@ -955,6 +967,7 @@ def score_cmd(
         options = {"judge": judge, "embedder": embedder, "tree": tree, "max_items": max_items}
         options |= {"embed_precision": embed_precision}
         options |= {"seed": seed, "bootstrap": bootstrap, "gamma": gamma}
+        options |= {"delta": delta, "type_weight": type_weight}
         plan = _score_plan(
             release, systems, metrics, config, allow_missing, options, start_server=not dry_run
         )

@@ -292,6 +292,9 @@ class ScoreSection(_Strict):
     seed: int | None = None
     bootstrap: int | None = Field(default=None, ge=100)
     tree: Literal["deterministic", "llm"] | None = None
+    # structure node similarity; unset: the embedder's calibrated values (schemas/projection.toml)
+    delta: float | None = Field(default=None, gt=0.0)
+    type_weight: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
 class EvalConfig(_Strict):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Literal, NamedTuple
 
 import pyarrow as pa
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 __all__ = [
     "Claim",
@@ -101,9 +101,34 @@ class ScoreSettings(BaseModel):
     type_weight: float = Field(default=0.2, ge=0.0, le=1.0)  # w of SPEC §4 node similarity
     proj: Literal["rbf", "linear", "power"] = "rbf"
     delta: float = Field(default=0.10, gt=0.0)
+    # Where delta and w come from: "calibrated for <embedder>", "paper" or "user". Unless given, delta and
+    # w are the embedder's values of schemas/projection.toml (_projection below).
+    delta_source: str = ""
+    type_weight_source: str = ""
     power_n: int = Field(default=2, ge=1)
     gamma: float = Field(default=0.0, ge=0.0)  # depth-weighted variant of Algorithm 1 (0 = plain)
     bootstrap: int = Field(default=2000, ge=100)  # resamples for the leaderboard's 95% CIs
+
+    @model_validator(mode="after")
+    def _projection(self) -> ScoreSettings:
+        """delta / type_weight not given: the embedder's calibrated (or the paper's) values; given: "user".
+        A source already set (settings read back from a score file) is kept."""
+        from schemas.projection import projection_for
+
+        given = self.model_fields_set
+        p = projection_for(self.embedder)
+        for key, value, source in (
+            ("delta", p.delta, p.delta_source),
+            ("type_weight", p.type_weight, p.type_weight_source),
+        ):
+            if f"{key}_source" in given and getattr(self, f"{key}_source"):
+                continue
+            if key in given:
+                source = "user"
+            else:
+                setattr(self, key, value)
+            setattr(self, f"{key}_source", source)
+        return self
 
 
 # The two tables every `frame score` run writes (tasks.score.outputs).

@@ -20,6 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from flows.meta import meta_app
+from schemas.projection import projection_for
 from schemas.scoring import ScoreSettings
 from tasks.generate.runs import GENERATIONS_SCHEMA
 from tasks.meta import structure as ms
@@ -91,7 +92,7 @@ def case(release, server, tmp_path_factory):
     before = len(server.embedding_requests)
     prepared = ms.prepare_pairs(rows, gold, reports, embed, StructureFamily(env).tree)
     after_prepare = len(server.embedding_requests)
-    results = ms.evaluate_grid(prepared, ms.structure_grid())
+    results = ms.evaluate_grid(prepared, ms.structure_grid(ms.default_setting(env.settings)))
     return SimpleNamespace(
         tmp=tmp, groups=groups, path=path, rows=rows, gold=gold, reports=reports, env=env, settings=settings,
         calls=calls, prepared=prepared, results=results, requests=server.embedding_requests[before:],
@@ -103,9 +104,10 @@ def case(release, server, tmp_path_factory):
 
 
 def test_grid_is_paper_tables_2_to_4_one_factor_at_a_time():
-    d = ms.default_setting()
-    assert (d.proj, d.delta, d.type_weight, d.gamma) == ("rbf", 0.10, 0.2, 0.0)  # paper 000's choice
-    grid = ms.structure_grid()
+    # an embedder without calibrated values grades with paper 000's choice
+    d = ms.default_setting(ScoreSettings(embedder=EMBEDDER))
+    assert (d.proj, d.delta, d.type_weight, d.gamma) == ("rbf", 0.10, 0.2, 0.0)
+    grid = ms.structure_grid(d)
     by_table = {t: [r for r in grid if r.table == t] for t in ms.TABLES}
     assert [len(v) for v in by_table.values()] == [8, 5, 5]
     assert len({r.setting.key() for r in grid}) == 16  # the default is shared by the three tables
@@ -123,6 +125,15 @@ def test_grid_is_paper_tables_2_to_4_one_factor_at_a_time():
     assert [r.setting.gamma for r in by_table["depth"]] == [0.0, 0.3, 0.5, 1.0, 2.0]
     assert {(r.setting.proj, r.setting.type_weight) for r in by_table["depth"]} == {("rbf", 0.2)}
     assert by_table["projection"][5].cells == ("RBF", "δ = 0.10") and by_table["projection"][5].default
+
+
+def test_grid_adds_the_calibrated_delta_beside_the_paper_s():
+    calibrated = projection_for("minilm").delta  # schemas/projection.toml
+    d = ms.default_setting()  # ScoreSettings' default embedder: MiniLM, with its calibrated delta
+    assert (d.delta, d.type_weight) == (calibrated, 0.2) and calibrated not in (0.05, 0.10, 0.20, 0.30)
+    rows = [r for r in ms.structure_grid(d) if r.table == "projection" and r.setting.proj == "rbf"]
+    assert [r.setting.delta for r in rows] == sorted([0.05, 0.10, 0.20, 0.30, calibrated])
+    assert [r.setting.delta for r in rows if r.default] == [calibrated]
 
 
 def test_vector_projections_are_the_metric_s_projections():
@@ -157,7 +168,7 @@ def test_default_row_reproduces_frame_align_on_structure_family_scores(case, tmp
         assert r.spearman_r == pytest.approx(expected["spearman_r"], abs=1e-12)
         assert r.kendall_tau == pytest.approx(expected["kendall_tau"], abs=1e-12)
         assert (r.groups, r.n) == (expected["groups"], expected["n"])
-    grid_scores = ms.setting_scores(case.prepared, ms.default_setting())
+    grid_scores = ms.setting_scores(case.prepared, ms.default_setting(case.env.settings))
     assert grid_scores == pytest.approx([scores[(r.group_id, r.system)] for r in case.rows], abs=1e-12)
     # the score column of an align file is read and ignored
     assert ms.load_rankings(scored) == case.rows
@@ -176,7 +187,7 @@ CHECKED = (
 def test_grid_settings_match_a_direct_computation(case):
     embed = case.env.embed  # the grid's cache: no new request
     trees = {md: report_tree(md) for md in {*case.gold.values(), *case.reports.values()}}
-    grid = ms.structure_grid()
+    grid = ms.structure_grid(ms.default_setting(case.env.settings))
     batched = ms.grid_scores(case.prepared, [row.setting for row in grid])
     by_name = {row.setting.name: got for row, got in zip(grid, batched, strict=True)}
     for name in CHECKED:

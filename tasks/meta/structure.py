@@ -123,7 +123,13 @@ def structure_grid(default: Setting | None = None) -> list[GridRow]:
     """Tables 2-4 in print order: each varies one factor and keeps the others at `default`."""
     d = default or default_setting()
     rows: list[GridRow] = []
-    for proj, param in PROJECTION_GRID:
+    grid = list(PROJECTION_GRID)
+    if d.proj == "rbf" and ("rbf", d.delta) not in grid:  # a calibrated δ: its row beside the paper's four
+        at = next(
+            (k for k, (p, x) in enumerate(grid) if p == "rbf" and x is not None and x > d.delta), len(grid)
+        )
+        grid.insert(at, ("rbf", d.delta))
+    for proj, param in grid:
         s = replace(d, proj=proj)
         if param is not None:
             s = replace(s, delta=float(param)) if proj == "rbf" else replace(s, power_n=int(param))

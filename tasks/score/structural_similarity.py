@@ -429,5 +429,9 @@ class StructureFamily(MetricFamily):
     def score(self, inputs: Inputs) -> list[MetricResult]:
         a, b = self.tree(inputs.gold), self.tree(inputs.generated)
         value = structural_similarity(a, b, self.similarity, gamma=self.env.settings.gamma)
-        detail = {"gold_nodes": tree_size(a), "generated_nodes": tree_size(b), "proj": self.env.settings.proj}
+        s = self.env.settings
+        detail = {"gold_nodes": tree_size(a), "generated_nodes": tree_size(b), "proj": s.proj}
+        # the node similarity's parameters and where they came from (calibrated / paper / user)
+        detail |= {"delta": s.delta, "delta_source": s.delta_source}
+        detail |= {"type_weight": s.type_weight, "type_weight_source": s.type_weight_source}
         return [MetricResult(metric="structure", value=float(value), judge=self.judge, detail=detail)]
