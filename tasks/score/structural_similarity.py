@@ -408,8 +408,10 @@ class StructureFamily(MetricFamily):
             from tasks.score.tree_llm import TreeJudge
 
             self.tree_judge = TreeJudge(env.client, env.llm)
+            self.builder = f"llm:{env.llm.model if env.llm else ''}"
             self.judge = f"llm-tree:{env.llm.model if env.llm else ''}+{env.embedder}"
         else:
+            self.builder = s.tree
             self.judge = f"{s.tree}-tree+{env.embedder}"
 
     def tree(self, markdown: str) -> dict[str, Any]:
@@ -430,4 +432,5 @@ class StructureFamily(MetricFamily):
         a, b = self.tree(inputs.gold), self.tree(inputs.generated)
         value = structural_similarity(a, b, self.similarity, gamma=self.env.settings.gamma)
         detail = {"gold_nodes": tree_size(a), "generated_nodes": tree_size(b), "proj": self.env.settings.proj}
+        detail |= {"tree": self.builder, "embedder": self.env.embedder}  # who built the trees, who embeds
         return [MetricResult(metric="structure", value=float(value), judge=self.judge, detail=detail)]
