@@ -239,3 +239,12 @@ def test_every_family_reads_the_same_title(llm_server, api_key, tmp_path):
         got["faithfulness"] = re.search(r"^Report: (.*) - part 1 of", prompt, re.M).group(1)
         want_faith = want or "(untitled)"
         assert got == {**dict.fromkeys(got, want), "faithfulness": want_faith}, md
+
+
+def test_rubric_heading_hierarchy_reads_the_same_title():
+    ctx = RubricContext("academic_simple", "acme-report", "")
+    late = CHECKS["heading_hierarchy"](LATE_H1, ctx)  # no title, and an H1 that is not one: two issues
+    assert late.decision == "fail" and late.rationale.startswith("2 issue(s); first: no H1 title")
+    second = CHECKS["heading_hierarchy"]("# Acme report\n\n## A\n\nText.\n\n# Appendix\n\nMore.\n", ctx)
+    assert second.decision == "partial" and second.rationale.endswith("a second H1")
+    assert CHECKS["heading_hierarchy"]("# Acme report\n\n## A\n\nText.\n", ctx).decision == "pass"
