@@ -922,7 +922,13 @@ def score_cmd(
             help="MiniLM forward pass: auto (bf16 where the CPU has bf16 instructions) | fp32 | bf16",
         ),
     ] = None,
-    tree: Annotated[str | None, typer.Option("--tree", help="deterministic | llm structure trees")] = None,
+    tree: Annotated[
+        str | None,
+        typer.Option(
+            "--tree",
+            help="deterministic | llm structure trees (default: llm with --judge openai, else deterministic)",
+        ),
+    ] = None,
     max_items: Annotated[
         int | None, typer.Option("--max-items", help="units / claims sampled per report")
     ] = None,

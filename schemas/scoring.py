@@ -95,7 +95,17 @@ class ScoreSettings(BaseModel):
     embedder: str = "minilm"  # "minilm" (local all-MiniLM-L6-v2) or "openai:<embedding model>"
     # MiniLM forward pass: "auto" = $FRAME_EMBED_PRECISION, else bf16 where the CPU has bf16 instructions
     embed_precision: Literal["auto", "fp32", "bf16"] = "auto"
-    tree: Literal["deterministic", "llm"] = "deterministic"  # structure trees of both reports
+    # structure trees of both reports; not given: "llm" (paper 000 §4.1) with the openai judge, else
+    # "deterministic" (resolved here, so settings and score files hold the builder used)
+    tree: Literal["deterministic", "llm"] = "deterministic"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_tree(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("tree") is None:
+            data = {**data, "tree": "llm" if data.get("judge") == "openai" else "deterministic"}
+        return data
+
     max_items: int = Field(default=100, ge=1)  # sampled units / claims per report (paper: 100)
     seed: int = 0  # base seed: per-instance sampling seeds and bootstrap seeds derive from it
     type_weight: float = Field(default=0.2, ge=0.0, le=1.0)  # w of SPEC §4 node similarity

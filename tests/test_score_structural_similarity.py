@@ -343,29 +343,38 @@ code block
 def test_report_tree_small_markdown():
     t = report_tree(SAMPLE)
     assert t["type"] == "report" and t["title"] == "Acme Corp Annual Report"
+    # paragraphs are no nodes (paper 000 §4.1): the intro feeds the root's objective
+    assert t["objective"] == "Acme Corp Annual Report Intro paragraph before any section."
     types = [c["type"] for c in t["children"]]
-    assert types == ["text", "section", "section"]
-    overview, risks = t["children"][1], t["children"][2]
+    assert types == ["section", "section"]
+    overview, risks = t["children"]
     assert overview["title"] == "Business Overview"
-    assert overview["objective"].startswith("Business Overview Acme makes anvils and rockets for coyotes.")
-    assert [c["type"] for c in overview["children"]] == ["text", "list", "subsection"]
-    assert overview["children"][1]["objective"] == "Anvils Rockets with boosters numbered too"
-    seg = overview["children"][2]
-    assert seg["type"] == "subsection" and seg["title"] == "Segments"
+    assert overview["objective"] == (
+        "Business Overview Acme makes anvils and rockets for coyotes. It operates in two segments."
+    )
+    assert [c["type"] for c in overview["children"]] == ["list", "subsection"]
+    assert overview["children"][0]["objective"] == "Anvils Rockets with boosters numbered too"
+    seg = overview["children"][1]
+    assert seg["type"] == "subsection" and seg["title"] == "Segments" and seg["objective"] == "Segments"
     assert [c["type"] for c in seg["children"]] == ["table", "figure", "subsection"]
     assert seg["children"][0]["objective"] == "Segment 2024 2023 Anvils Rockets"
     assert seg["children"][1]["objective"] == "Revenue by segment"
     deep = seg["children"][2]
-    assert deep["title"] == "Deep dive" and [c["type"] for c in deep["children"]] == ["text"]
-    assert [c["type"] for c in risks["children"]] == ["text", "text"]
+    assert (
+        deep["title"] == "Deep dive"
+        and deep["children"] == []
+        and deep["objective"] == "Deep dive Deep text."
+    )
+    assert risks["children"] == [] and risks["objective"] == "Risks Only text here. code block"
     assert all(set(n) == {"type", "title", "objective", "children"} for n in _walk(t))
     assert report_tree(SAMPLE) == t  # deterministic
-    assert tree_size(t) == 13
+    assert tree_size(t) == 8
 
 
 def test_report_tree_word_limits_and_edge_cases():
     long_para = " ".join(f"w{k}" for k in range(100))
-    t = report_tree(f"## Head\n\n{long_para}\n")
+    long_list = "\n".join(f"- i{k}" for k in range(100))
+    t = report_tree(f"## Head\n\n{long_para}\n\n{long_list}\n")
     sec = t["children"][0]
     assert len(sec["objective"].split()) == 1 + 30
     assert len(sec["children"][0]["objective"].split()) == 40
@@ -396,7 +405,8 @@ def test_report_tree_on_gold_report(demo_release):
         assert t["type"] == "report" and t["children"]
         assert any(n["type"] == "section" for n in t["children"])
         assert all(n["type"] != "report" for n in list(_walk(t))[1:])
-        assert all(not n["children"] for n in _walk(t) if n["type"] in ("text", "table", "figure", "list"))
+        assert all(not n["children"] for n in _walk(t) if n["type"] in ("table", "figure", "list"))
+        assert all(n["type"] != "text" for n in _walk(t))  # paragraphs are no nodes
         if "|---" in text or "| ---" in text:
             assert any(n["type"] == "table" for n in _walk(t))
         # a report is structurally identical to itself and the DP handles its full size

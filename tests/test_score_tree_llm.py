@@ -62,7 +62,9 @@ def test_llm_tree_has_the_deterministic_shape_and_scores(llm_server, api_key, tm
     tree, meta = llm_report_tree(REPORT, fast_settings(llm_server, KEY_ENV), tmp_path)
     assert tree["type"] == "report" and tree["title"] == "Acme Corp Q2 Report"
     assert [c["title"] for c in tree["children"]] == ["Results of Operations", "Liquidity"]
-    assert tree_size(tree) == tree_size(report_tree(REPORT)) == 6
+    # the model's "text" nodes are left out (prose is no node, paper 000 §4.1): root, 2 sections, 1 table
+    assert tree_size(tree) == tree_size(report_tree(REPORT)) == 4
+    assert [c["type"] for c in tree["children"][0]["children"]] == ["table"]
     assert meta["parts"] == 1 and meta["prompt_sha256"]
     # the same report as the prompt's payload, and the tree feeds Algorithm 1 like a deterministic one
     assert "Revenue rose to $1.2 billion." in llm_server.chat_requests[0].messages[-1]["content"]
@@ -90,7 +92,7 @@ def test_llm_tree_rejects_leaf_with_children_then_fails_loudly(llm_server, api_k
     }
     llm_server.script(fake_llm.json_reply(bad), fake_llm.json_reply(TREE))
     tree, _ = llm_report_tree(REPORT, fast_settings(llm_server, KEY_ENV), tmp_path)
-    assert len(llm_server.chat_requests) == 2 and tree_size(tree) == 6
+    assert len(llm_server.chat_requests) == 2 and tree_size(tree) == 4
     assert "cannot have children" in llm_server.chat_requests[1].messages[-1]["content"]
 
     llm_server.script(*[fake_llm.json_reply(bad)] * 5)

@@ -37,6 +37,7 @@ __all__ = [
     "split_lines",
     "split_row",
     "title",
+    "title_block",
 ]
 
 # ---------------------------------------------------------------- heading lines
@@ -51,7 +52,7 @@ Text = Literal["any", "char", "word"]  # what must follow: anything / a characte
 #   none   / any  / any  / yes   retrieval passages (tasks/synthesize/retrieve)
 #   blank  / any  / any  / yes   offline fill sanitising; blank / any / char: the LLM document digest
 #   none   / one  / any  / -     skeleton lines (outline, validate, instances); with closing kept: paper tests
-#   none   / tabs / word / -     a heading of a generated report (generate); none / tabs / char: tree_llm H1
+#   none   / tabs / word / -     a heading of a generated report (generate)
 _INDENT = {"none": "", "spaces": " {0,3}", "blank": r"\s{0,3}"}
 _SPACE = {"any": r"\s+", "tabs": r"[ \t]+", "one": " "}
 _TEXT = {"any": ("(.*?)", "(.*)"), "char": ("(.+?)", "(.+)"), "word": (r"(?=\S)(.*?)", r"(?=\S)(.*)")}
@@ -264,8 +265,19 @@ class Document:
 
     @property
     def title(self) -> str:
-        """The first H1's title ("" without one)."""
-        return next((b.title for b in self.blocks if b.kind == "heading" and b.level == 1), "")
+        """The report's title (`title_block`), markup removed ("" without one)."""
+        head = title_block(self.blocks)
+        return inline_text(head.title) if head is not None else ""
+
+
+def title_block(blocks: Sequence[Block]) -> Block | None:
+    """The block that titles a report, the one reading every family shares: the report's first block when
+    it is an H1; horizontal rules before it do not count (blank lines are no blocks). An H1 after any other
+    heading or content is not the title but a heading like the others; so is every H1 after the title.
+    `blocks` are those of `parse`'s commonmark reading (whatever its fences and images: they do not change
+    whether the first block is a heading)."""
+    first = next((b for b in blocks if b.kind != "rule"), None)
+    return first if first is not None and first.kind == "heading" and first.level == 1 else None
 
 
 def split_lines(markdown: str) -> list[str]:
@@ -462,5 +474,5 @@ def headings(markdown: str) -> list[Heading]:
 
 
 def title(markdown: str) -> str:
-    """The title of the first H1 of a Markdown text ("" without one)."""
+    """The title of a Markdown report (`title_block`), markup removed ("" without one)."""
     return parse(markdown).title

@@ -10,7 +10,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 
-from tasks.markdown.document import heading_of, parse, split_row
+from tasks.markdown.document import heading_of, parse, split_row, title_block
 from tasks.markdown.numbers import Num, numbers_in
 from tasks.markdown.text import split_sentences
 
@@ -59,9 +59,11 @@ def md_blocks(markdown: str) -> list[Block]:
     """Blocks of a Markdown report in order, each with its heading path (deterministic, fence-aware).
 
     The reading of `tasks.markdown.document.parse` (a fence closes at any line starting with its run,
-    images are whole lines); rules are dropped. A first H1 before any content is the report's title
-    (kind ``title``) and stays out of heading paths; heading titles in paths are `clean`ed."""
+    images are whole lines); rules are dropped. The report's title (`tasks.markdown.document.title_block`,
+    the reading every family shares) is kind ``title`` and stays out of heading paths; heading titles in
+    paths are `clean`ed."""
     doc = parse(markdown, fences="prefix", images="whole")
+    head = title_block(doc.blocks)
     out: list[Block] = []
     titles: dict[int, str] = {}  # block index in doc -> cleaned title (not for the report title)
     for i, b in enumerate(doc.blocks):
@@ -69,7 +71,7 @@ def md_blocks(markdown: str) -> list[Block]:
             continue
         path = tuple(titles[p] for p in b.parents if p in titles)
         if b.kind == "heading":
-            is_title = b.level == 1 and not out
+            is_title = b is head
             out.append(Block("title" if is_title else "heading", list(b.lines), path, b.level))
             if not is_title:
                 titles[i] = clean(b.title)

@@ -28,6 +28,7 @@ from tasks.errors import FrameInputError
 from tasks.ground.load import grounding_set_from_rows
 from tasks.lru import BoundedLRU
 from tasks.markdown.document import code_mask, heading_of, split_row
+from tasks.markdown.document import title as markdown_title
 from tasks.markdown.numbers import Num, NumberPool, derivation, numbers_in
 from tasks.markdown.pieces import DATE, MATH, fix_dates, markdown_pieces
 from tasks.markdown.text import split_sentences, terms
@@ -942,7 +943,7 @@ class LLMFaithfulnessJudge(LLMJudge):
     def extract_claims(self, generated_markdown: str) -> list[Claim]:
         if not generated_markdown.strip():
             return []
-        title = next((h.title.strip() for ln in generated_markdown.split("\n") if (h := heading_of(ln))), "")
+        title = markdown_title(generated_markdown)
         chunks = report_chunks(generated_markdown, self.claims_chunk_budget())
         n = len(chunks)
 

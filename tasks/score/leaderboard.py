@@ -13,6 +13,7 @@ import hashlib
 import inspect
 import io
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -812,6 +813,23 @@ def _judges_line(board: pd.DataFrame, metrics: list[str]) -> str:
     return f"_Judges: {'; '.join(parts)}._" if parts else ""
 
 
+_LLM_TREE = re.compile(r"^llm-tree:([^+]*)\+(.+)$")  # StructureFamily's judge names
+_OWN_TREE = re.compile(r"^(\w+)-tree\+(.+)$")
+
+
+def _structure_line(board: pd.DataFrame) -> str:
+    """Who built the structure trees and which embedder compared their nodes, read from the structure
+    judges' names ("" without structure rows)."""
+    js = board.loc[board["metric"] == "structure", "judges"].dropna()
+    parts = []
+    for judge in sorted({j for x in js for j in str(x).split(";") if j}):
+        if m := _LLM_TREE.match(judge):
+            parts.append(f"LLM-extracted by {m.group(1)} (paper 000 §4.1); node embedder: {m.group(2)}")
+        elif m := _OWN_TREE.match(judge):
+            parts.append(f"{m.group(1)} (frame's Markdown reader); node embedder: {m.group(2)}")
+    return f"_Structure trees: {_md_escape('; '.join(parts))}._" if parts else ""
+
+
 def _wide_board(
     board: pd.DataFrame, order: list[str], flags: Mapping[str, list[str]], primary: dict, order_text: str
 ) -> list[str]:
@@ -977,6 +995,8 @@ def leaderboard_markdown(
     contenders = [s for s in order if s != REFERENCE]
     render = _wide_board if len(contenders) >= 2 else _per_metric_tables
     out += render(board, order, flags, primary, order_text)
+    trees = _structure_line(board)
+    out += [trees, ""] if trees else []
     if paired is not None and not paired.empty:
         out += _paired_markdown(paired, flags)
     for metric in metric_order((wins or {}).keys()):

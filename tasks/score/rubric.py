@@ -21,7 +21,7 @@ from rapidfuzz import fuzz
 from schemas.rubric import Decision, RubricDecision, RubricItem, category_family, load_rubric
 from schemas.scoring import ItemScore, MetricResult
 from tasks.errors import FrameInputError
-from tasks.markdown.document import Block, is_separator, parse, split_row
+from tasks.markdown.document import Block, is_separator, parse, split_row, title_block
 from tasks.markdown.numbers import Num, NumberPool, derivation, numbers_in
 from tasks.markdown.pieces import clean
 from tasks.markdown.text import split_sentences
@@ -148,7 +148,8 @@ class _Doc:
 
     @property
     def h1(self) -> Block | None:
-        return next((b for b in self.headings if b.level == 1), None)
+        """The report's title: the reading every family shares (`title_block`)."""
+        return title_block(self.blocks)
 
 
 _NUM_CELL = re.compile(r"^\(?\s*[-−–]?\s*[$€£¥]?\s*\d[\d,]*(?:\.\d+)?\s*(?:%|[kKmMbB]|bn)?\s*\)?\s*%?$")
@@ -796,13 +797,11 @@ def check_sections_present(doc: _Doc, ctx: RubricContext) -> Finding:
 def check_heading_hierarchy(doc: _Doc, ctx: RubricContext) -> Finding:
     heads = doc.headings
     issues: list[tuple[Block, str]] = []
-    h1s = [b for b in heads if b.level == 1]
-    if not h1s:
-        first = heads[0] if heads else None
-        if first is not None:
-            issues.append((first, "no H1 title"))
-    for b in h1s[1:]:
-        issues.append((b, "a second H1"))
+    if doc.h1 is None and heads:
+        issues.append((heads[0], "no H1 title"))
+    for b in heads:
+        if b.level == 1 and b is not doc.h1:  # an H1 after the title, or after content: not the title
+            issues.append((b, "a second H1" if doc.h1 is not None else "an H1 after the report's start"))
     prev = 0
     for b in heads:
         if prev and b.level > prev + 1:

@@ -408,8 +408,10 @@ class StructureFamily(MetricFamily):
             from tasks.score.tree_llm import TreeJudge
 
             self.tree_judge = TreeJudge(env.client, env.llm)
+            self.builder = f"llm:{env.llm.model if env.llm else ''}"
             self.judge = f"llm-tree:{env.llm.model if env.llm else ''}+{env.embedder}"
         else:
+            self.builder = s.tree
             self.judge = f"{s.tree}-tree+{env.embedder}"
 
     def tree(self, markdown: str) -> dict[str, Any]:
@@ -434,4 +436,5 @@ class StructureFamily(MetricFamily):
         # the node similarity's parameters and where they came from (calibrated / paper / user)
         detail |= {"delta": s.delta, "delta_source": s.delta_source}
         detail |= {"type_weight": s.type_weight, "type_weight_source": s.type_weight_source}
+        detail |= {"tree": self.builder, "embedder": self.env.embedder}  # who built the trees, who embeds
         return [MetricResult(metric="structure", value=float(value), judge=self.judge, detail=detail)]

@@ -1,19 +1,25 @@
 """Deterministic structure tree of a Markdown report (docs/metrics/structure.md): nested dicts
 ``{"type", "title", "objective", "children"}`` built from the blocks of `tasks.markdown.document.parse`.
-A pure function of the text."""
+Nodes are what paper 000 §4.1 names (sections, subsections, tables, figures, bullet groups); paragraphs
+are no nodes but feed the objective of the section that holds them. A pure function of the text."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tasks.markdown.document import Block, Fences, image_of, inline_text, parse
+from tasks.markdown.document import Block, Fences, image_of, inline_text, parse, title_block
 from tasks.markdown.tables import table_grids
 
 __all__ = ["report_tree", "table_grids", "tree_size", "CONTAINER_WORDS", "CONTENT_WORDS"]
 
+# Words of prose after a container's heading in its objective. The prose is read as one run of words
+# across its paragraphs, so merging or splitting paragraphs leaves the objective as it is; the run is cut
+# because an embedder reads only the start of a long text anyway (MiniLM: 128 word pieces), and a heading
+# plus 30 words stays inside that cut.
 CONTAINER_WORDS = 30
-CONTENT_WORDS = 40
+CONTENT_WORDS = 40  # words of a table's, figure's or list's own text in its objective
 FENCES: Fences = "prefix"  # a fence closes at any line starting with its opening run (the tree's reading)
+_LEAVES = {"table", "figure", "list"}
 
 
 def _words(text: str, k: int) -> str:
@@ -24,65 +30,52 @@ def _node(ntype: str, title: str = "", objective: str = "") -> dict[str, Any]:
     return {"type": ntype, "title": title, "objective": objective, "children": []}
 
 
-def _content(b: Block) -> tuple[str, str]:
-    """(node type, text) of a content block: tables give their header row and first-column labels,
-    figures their caption (alt text and title, else the source), code blocks their inner lines and
+def _text(b: Block) -> str:
+    """The words of a block: tables give their header row and first-column labels, figures their caption
+    (alt text and title, else the source), lists their items, code and math blocks their inner lines and
     paragraphs their lines without block-quote marks."""
     if b.kind == "table" and b.table is not None:
         grid = [[inline_text(c) for c in row] for row in (b.table.header, *b.table.rows)]
-        return "table", " ".join([*grid[0], *(r[0] for r in grid[1:] if r and r[0])])
+        return " ".join([*grid[0], *(r[0] for r in grid[1:] if r and r[0])])
     if b.kind == "figure":
         alt, src, title = image_of(b.lines[0]) or ("", "", "")
-        return "figure", " ".join(x for x in (alt, title) if x) or src
+        return " ".join(x for x in (alt, title) if x) or src
     if b.kind == "list":
-        return "list", " ".join(item.text for item in b.items)
-    if b.kind == "code":
-        return "text", "\n".join(b.lines[1 : -1 if b.closed else None])
-    return "text", " ".join(s.strip().lstrip(">").strip() for s in b.lines)
+        return " ".join(item.text for item in b.items)
+    if b.kind in ("code", "math"):
+        return "\n".join(b.lines[1 : -1 if b.closed else None])
+    return " ".join(s.strip().lstrip(">").strip() for s in b.lines)
 
 
 def report_tree(markdown: str) -> dict[str, Any]:
-    """Structure tree of a Markdown report: root ``report`` titled by the first H1, ``section`` (##) and
-    ``subsection`` (### and deeper) containers nested by level, content leaves under the innermost open
-    heading (see docs/metrics/structure.md)."""
-    root = _node("report")
-    root["_level"] = 1
-    stack: list[dict[str, Any]] = [root]
-    lead: dict[int, list[str]] = {id(root): []}
-    seen_h1 = False
-    for b in parse(markdown, fences=FENCES, images="strict").blocks:
-        if b.kind == "rule":
+    """Structure tree of a Markdown report: root ``report`` titled by the report's title
+    (`tasks.markdown.document.title_block`); every other heading a container nested by its written level,
+    a ``section`` when it sits right under the root, a ``subsection`` deeper; ``table``, ``figure`` and
+    ``list`` leaves under the innermost open heading; the prose (paragraphs, quotes, code) of a container
+    in its objective (see docs/metrics/structure.md)."""
+    blocks = parse(markdown, fences=FENCES, images="strict").blocks
+    head = title_block(blocks)
+    root = _node("report", title=inline_text(head.title) if head is not None else "")
+    prose: list[tuple[dict[str, Any], list[str]]] = [(root, [])]
+    stack: list[tuple[int, dict[str, Any], list[str]]] = [(0, root, prose[0][1])]  # (level, node, prose)
+    for b in blocks:
+        if b is head or b.kind == "rule":
             continue
         if b.kind == "heading":
-            text = inline_text(b.title)
-            if b.level == 1 and not seen_h1:
-                seen_h1 = True
-                root["title"] = text
-                continue
-            level = max(b.level, 2)  # a later H1 counts as a section
-            while len(stack) > 1 and stack[-1]["_level"] >= level:
+            while len(stack) > 1 and stack[-1][0] >= b.level:
                 stack.pop()
-            node = _node("section" if level == 2 else "subsection", title=text)
-            node["_level"] = level
-            stack[-1]["children"].append(node)
-            stack.append(node)
-            lead[id(node)] = []
-            continue
-        kind, text = _content(b)
-        parent = stack[-1]
-        if not any(c["type"] in ("section", "subsection") for c in parent["children"]):
-            lead[id(parent)].append(text)  # leading content: before the first child heading
-        parent["children"].append(_node(kind, objective=_words(text, CONTENT_WORDS)))
-
-    # iterative post-processing (reports can nest deeply)
-    todo = [root]
-    while todo:
-        cur = todo.pop()
-        if "_level" in cur:
-            del cur["_level"]
-            lead_words = _words(" ".join(lead.get(id(cur), [])), CONTAINER_WORDS)
-            cur["objective"] = " ".join(x for x in (cur["title"], lead_words) if x)
-        todo.extend(cur["children"])
+            node = _node("section" if len(stack) == 1 else "subsection", title=inline_text(b.title))
+            stack[-1][1]["children"].append(node)
+            words: list[str] = []
+            prose.append((node, words))
+            stack.append((b.level, node, words))
+        elif b.kind in _LEAVES:
+            stack[-1][1]["children"].append(_node(b.kind, objective=_words(_text(b), CONTENT_WORDS)))
+        else:
+            stack[-1][2].append(_text(b))
+    for node, texts in prose:
+        lead = _words(" ".join(texts), CONTAINER_WORDS)
+        node["objective"] = " ".join(x for x in (node["title"], lead) if x)
     return root
 
 

@@ -1,9 +1,10 @@
 """LLM mode of the structure tree (paper 000 §4.1): the `score_structure` role reads a Markdown report and
-returns its tree, in the node shape of `tasks.score.tree.report_tree`. Validation, splitting of long
-reports and limits: docs/metrics/structure.md."""
+returns its tree, in the node shape and with the node types of `tasks.score.tree.report_tree`. Validation,
+splitting of long reports and limits: docs/metrics/structure.md."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
@@ -12,8 +13,9 @@ from schemas.config import LLMSettings
 from tasks.errors import FrameInputError
 from tasks.llm.client import LLMClient
 from tasks.llm.prompts import render
-from tasks.markdown.document import heading_of
+from tasks.markdown.document import parse, title, title_block
 from tasks.score.llm_judge import LLMJudge
+from tasks.score.tree import FENCES
 from tasks.tokens import count_tokens
 
 __all__ = ["PROMPT", "TreeJudge", "TreeNode", "TreeReply", "llm_report_tree"]
@@ -60,28 +62,24 @@ class TreeReply(BaseModel):
         return self
 
 
-def _title(markdown: str) -> str:
-    """The first H1 of the report (# at column 0, spaces or tabs, some text), even inside a code fence."""
-    for line in markdown.split("\n"):
-        head = heading_of(line, indent="none", space="tabs", text="char")
-        if head is not None and head.level == 1:
-            return head.title.strip()
-    return ""
-
-
 def _section_starts(markdown: str) -> list[int]:
-    """Offsets of the lines that open a top-level (##) section: ## at column 0, blanks, a word."""
-    starts, offset = [], 0
-    for line in markdown.split("\n"):
-        head = heading_of(line, indent="none", space="tabs", text="word", closing=False)
-        if head is not None and head.level == 2:
-            starts.append(offset)
-        offset += len(line) + 1
-    return starts
+    """Offsets of the lines that open a top-level section, in the reading of the deterministic tree (one
+    reading for every family): a heading other than the report's title with no heading above it but the
+    title (`parse`'s nesting by level; fence-aware)."""
+    line_starts = [0, *(m.end() for m in re.finditer(r"\r\n|\r|\n", markdown))]  # as `split_lines` cuts
+    blocks = parse(markdown, fences=FENCES, images="strict").blocks
+    head = title_block(blocks)
+    top = {i for i, b in enumerate(blocks) if b is head}
+    return [
+        line_starts[b.start - 1]
+        for b in blocks
+        if b.kind == "heading" and b is not head and set(b.parents) <= top
+    ]
 
 
 def _parts(markdown: str, budget: int, overhead: int) -> list[str]:
-    """The report split at `##` headings into consecutive parts of at most `budget` tokens each."""
+    """The report split at its top-level section headings into consecutive parts of at most `budget`
+    tokens each."""
     starts = _section_starts(markdown)
     pieces = [markdown[a:b] for a, b in zip([0, *starts], [*starts, len(markdown)], strict=True) if b > a]
     parts: list[str] = []
@@ -107,7 +105,7 @@ def _as_dict(node: TreeNode) -> dict[str, Any]:
         "type": node.type,
         "title": node.title,
         "objective": node.objective,
-        "children": [_as_dict(c) for c in node.children],
+        "children": [_as_dict(c) for c in node.children if c.type != "text"],
     }
 
 
@@ -124,7 +122,8 @@ class TreeJudge(LLMJudge):
         parts = (
             _parts(markdown, budget, overhead) if count_tokens(markdown) + overhead > budget else [markdown]
         )
-        root: dict[str, Any] = {"type": "report", "title": _title(markdown), "objective": ""}
+        # the title is the Markdown's (the reading every family shares), never one the model names
+        root: dict[str, Any] = {"type": "report", "title": title(markdown), "objective": ""}
         children: list[dict[str, Any]] = []
         meta: dict[str, Any] = {"prompt": PROMPT, "prompt_sha256": self.prompts[PROMPT].sha256}
         meta["parts"] = len(parts)
@@ -135,9 +134,8 @@ class TreeJudge(LLMJudge):
                 note = f" (part {i} of {len(parts)}; the report was split at top-level headings)"
             messages = render(self.prompts[PROMPT], report=part.strip(), part_note=note)
             result = self.ask_messages(PROMPT, messages, TreeReply)
-            if i == 1 and result.value.title and not root["title"]:
-                root["title"] = result.value.title
-            children.extend(_as_dict(c) for c in result.value.children)
+            # prose is no node (paper 000 §4.1): a "text" node the model still returns is left out
+            children.extend(_as_dict(c) for c in result.value.children if c.type != "text")
             meta["model"] = result.model
             meta["calls"].append({"request_hash": result.request_hash, "cached": result.cached})
         root["objective"] = root["title"]
