@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/structural_similarity.py
 	$(MAKE) demo
 	$(BIN)/python benchmarks/meta_structure.py --release data/releases/demo/$(DEMO_VERSION)
+	$(BIN)/python benchmarks/retrieval_recall.py --release data/releases/demo/$(DEMO_VERSION)
 	$(BIN)/python benchmarks/refresh.py
 	$(BIN)/python benchmarks/server.py
 	$(BIN)/python benchmarks/scoring.py --release data/releases/demo/$(DEMO_VERSION)

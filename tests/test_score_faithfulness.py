@@ -407,7 +407,7 @@ def test_llm_judge_two_stages(llm_server, llm_judge):
     for cid in (0, 1, 2):
         assert f"### Claim {cid}\n" in verify_user
     assert "doc_id: mdna" in verify_user and "Revenue was $1,350 million in the second quarter" in verify_user
-    assert "most relevant excerpts" in verify_user
+    assert "The source documents, all 2 of them, whole:" in verify_user  # G fits the context: all of it
     entail_user = reqs[2].messages[-1]["content"]
     # exactly the claim below the threshold goes to stage 2, with its first-pass verdict
     assert (

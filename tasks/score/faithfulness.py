@@ -26,12 +26,14 @@ from schemas.config import LLMSettings
 from schemas.scoring import Claim, GroundingText, ItemScore, MetricResult
 from tasks.errors import FrameInputError
 from tasks.ground.load import grounding_set_from_rows
+from tasks.llm.prompts import render
 from tasks.lru import BoundedLRU
 from tasks.markdown.document import code_mask, heading_of, split_row
 from tasks.markdown.document import title as markdown_title
 from tasks.markdown.numbers import Num, NumberPool, derivation, numbers_in
 from tasks.markdown.pieces import DATE, MATH, fix_dates, markdown_pieces
 from tasks.markdown.text import split_sentences, terms
+from tasks.score.evidence import Piece, cut, pick, relevance
 from tasks.score.judges import (
     MAX_ITEMS,
     SUPPORT_THRESHOLD,
@@ -74,9 +76,13 @@ DERIVE_POOL = 40  # at most this many distinct magnitudes in a derivation pool
 GROUND_CACHE, GROUND_CACHE_CHARS = 64, 24_000_000
 CLAIMS_KEPT = 512  # reports whose extracted claims a judge keeps (the embed task's, for the score tasks)
 
+# the LLM judge (docs/metrics/faithfulness.md, "Evidence of the LLM judge")
 BATCH_CLAIMS = 10
-VERIFY_K, VERIFY_BUDGET = 3, 1500
-ENTAIL_K, ENTAIL_BUDGET = 6, 4000
+CLAIM_TOKENS = 300  # allowance per claim in a request: its text, sentence, section, verdict, excerpt ids
+VERDICT_TOKENS = 150  # the first-pass verdict shown to stage 2 is cut to this
+MIN_EVIDENCE = 1500  # tokens of excerpts per claim at least (stage 1), however small the window
+REFS_SHOWN = 10  # excerpts a claim names as found for it (the request's other excerpts are shown too)
+MORE_K = 40  # BM25 passages ranked after the offline candidates when G goes as excerpts
 
 # ---------------------------------------------------------------- text helpers
 
@@ -926,6 +932,9 @@ class LLMFaithfulnessJudge(LLMJudge):
         super().__init__(client, settings)
         self._grounds = _GroundCache()
         self.models: set[str] = set()
+        self._whole: BoundedLRU[tuple[str, int]] = BoundedLRU(GROUND_CACHE, GROUND_CACHE_CHARS)  # G rendered
+        self._parts: BoundedLRU[list[tuple[str, int]]] = BoundedLRU(4096, GROUND_CACHE_CHARS)  # cut passages
+        self._heads: BoundedLRU[int] = BoundedLRU(4096)  # excerpt header tokens by document
 
     def claims_chunk_budget(self) -> int:
         over = self.overhead("score_claims", report_title="", part="", report_part="")
@@ -963,88 +972,221 @@ class LLMFaithfulnessJudge(LLMJudge):
         fields = {"content", "source_sentence", "section"}
         return [Claim(claim_id=i, **c.model_dump(include=fields)) for i, c in enumerate(found)]
 
-    # -- verdicts
+    # -- evidence (docs/metrics/faithfulness.md, "Evidence of the LLM judge")
 
-    def _evidence(self, g: _Ground, claim: Claim, k: int, budget: int) -> list[int]:
+    def _rooms(self) -> tuple[int, int]:
+        """Tokens left beside each stage's prompt (input budget minus the prompt rendered empty)."""
+        rooms = []
+        for role in ("score_verify", "score_entail"):
+            over = self.overhead(role, documents="", claims="")
+            room = self.input_budget() - over
+            if room < 200:
+                raise FrameInputError("llm.context_tokens", f"too small for {role} (prompt {over} tokens)")
+            rooms.append(room)
+        return rooms[0], rooms[1]
+
+    def _budgets(self) -> tuple[int, int, int]:
+        """(evidence per claim at stage 1, at stage 2, largest piece): a BATCH_CLAIMS-th of the room per
+        claim but at least MIN_EVIDENCE (a small window then holds fewer claims per request), twice that
+        at stage 2, never more than the room beside one claim; a passage over half the stage-1 share is
+        cut. Both stages derive them from the same room, so stage 2 can redo stage 1's choice."""
+        room = min(self._rooms())
+        alone = max(1, room - CLAIM_TOKENS)
+        b1 = min(alone, max(MIN_EVIDENCE, (room - BATCH_CLAIMS * CLAIM_TOKENS) // BATCH_CLAIMS))
+        return b1, min(alone, 2 * b1), max(1, b1 // 2)
+
+    def _documents(self, grounding: Sequence[GroundingText]) -> tuple[str, int]:
+        """G whole, as one request shows it, and its tokens (counted once per G)."""
+        key = _ground_key(grounding)
+
+        def make() -> tuple[str, int]:
+            intro = f"The source documents, all {len(grounding)} of them, whole:"
+            docs = [
+                f"Document - doc_id: {d.doc_id} ({d.title})\n<<<\n{d.markdown.strip()}\n>>>"
+                for d in grounding
+            ]
+            text = "\n\n".join([intro, *docs])
+            return text, count_tokens(text)
+
+        return self._whole.get_or_make(key, make, lambda v: len(v[0]))
+
+    def _ranked(self, g: _Ground, claim: Claim, limit: int) -> list[Piece]:
+        """The claim's pieces of G, most relevant first, each costing its tokens and its excerpt header:
+        the offline candidates (word-for-word, figure and BM25 matches), then the next MORE_K BM25
+        passages; a passage over `limit` tokens is cut (`evidence.cut`), its part most relevant to the
+        claim at the passage's rank, its other parts after every passage."""
         a = g.analyse(claim)
-        out: list[int] = []
-        left = budget
-        for p in a.candidates:
-            if len(out) >= k:
-                break
-            if g.passages[p].tokens <= left:
-                out.append(p)
-                left -= g.passages[p].tokens
-        if not out and a.candidates:  # every candidate is larger than the budget: the smallest one whole
-            out = [min(a.candidates, key=lambda p: (g.passages[p].tokens, p))]
-        return out
+        raw = g.index.bm25(_query(claim.content))
+        more = sorted(raw, key=lambda i: (-raw[i], i))[: len(a.candidates) + MORE_K]
+        first: list[Piece] = []
+        later: list[Piece] = []
+        for p in dict.fromkeys([*a.candidates, *more]):
+            ps = g.passages[p]
+            head = self._head_tokens(ps.doc_id, g.titles.get(ps.doc_id, ps.doc_id))
+            if ps.tokens <= limit:
+                first.append(Piece(p, 0, ps.doc_id, ps.text.strip(), ps.tokens + head))
+                continue
+            parts = self._parts.get_or_make(
+                (g.key, p, limit),
+                lambda ps=ps: [(t, count_tokens(t)) for t in cut(ps.text.strip(), ps.kind, limit)],
+                lambda v: sum(len(t) for t, _ in v),
+            )
+            pieces = [Piece(p, k + 1, ps.doc_id, t, n + head) for k, (t, n) in enumerate(parts)]
+            order = sorted(range(len(pieces)), key=lambda k: (-relevance(claim.content, pieces[k].text), k))
+            first.append(pieces[order[0]])
+            later.extend(pieces[k] for k in order[1:])
+        return first + later
 
-    def _claim_block(self, g: _Ground, claim: Claim, passages: list[int], prior: ItemScore | None) -> str:
+    def _head_tokens(self, doc_id: str, title: str) -> int:
+        """Tokens an excerpt of this document costs besides its text (its name line and delimiters)."""
+        line = f"Excerpt E000 - doc_id: {doc_id} ({title}), part 00 of a passage cut to fit\n<<<\n\n>>>\n\n"
+        return self._heads.get_or_make((doc_id, title), lambda: count_tokens(line))
+
+    def _excerpts(self, g: _Ground, claim: Claim, stage: int) -> list[Piece]:
+        """The pieces a claim is shown with when G goes as excerpts: stage 1's within its share, stage 2's
+        the same plus more within its larger share (never fewer than stage 1's)."""
+        b1, b2, limit = self._budgets()
+        ranked = self._ranked(g, claim, limit)
+        first = pick(ranked, b1)
+        return first if stage == 1 else pick(ranked, b2, base=first)
+
+    @staticmethod
+    def _claim_block(claim: Claim, prior: ItemScore | None, refs: list[str] | None) -> str:
+        """A claim as a request shows it; `refs` (excerpt mode) names its excerpts, most relevant first."""
         lines = [f"### Claim {claim.claim_id}", f"Claim: {claim.content}"]
         if claim.source_sentence and claim.source_sentence != claim.content:
             lines.append(f"Sentence of the report it comes from: {claim.source_sentence}")
         if claim.section:
             lines.append(f"Section of the report: {claim.section}")
         if prior is not None:
-            lines.append(f"First-pass verdict: score {prior.score:.2f}; {prior.rationale or 'no rationale'}")
-        if not passages:
-            lines.append("Excerpts: none of the documents shares a term or a figure with this claim.")
-        for j, p in enumerate(passages, start=1):
-            doc = g.doc_id(p)
-            title = g.titles.get(doc, doc)
-            body = g.passages[p].text.strip()
-            lines.append(f"Excerpt {claim.claim_id}.{j} - doc_id: {doc} ({title})\n<<<\n{body}\n>>>")
+            verdict = f"First-pass verdict: score {prior.score:.2f}; {prior.rationale or 'no rationale'}"
+            while count_tokens(verdict) > VERDICT_TOKENS:
+                verdict = verdict[: int(len(verdict) * 0.9)].rstrip() + " …"
+            lines.append(verdict)
+        if refs is not None:
+            found = ", ".join(refs[:REFS_SHOWN])
+            if len(refs) > REFS_SHOWN:
+                found += f" and {len(refs) - REFS_SHOWN} more"
+            found = found or "none (no passage shares a term or a figure with this claim)"
+            lines.append(f"Excerpts found for it, most relevant first: {found}")
         return "\n".join(lines)
 
-    def _blocks(
+    @staticmethod
+    def _excerpt_text(
+        g: _Ground, grounding: Sequence[GroundingText], pieces: list[Piece]
+    ) -> tuple[str, dict]:
+        """The excerpts of one request, in document order, and their names by piece key."""
+        ordered = sorted({p.key: p for p in pieces}.values(), key=lambda p: p.key)
+        names = {p.key: f"E{k}" for k, p in enumerate(ordered, start=1)}
+        intro = (
+            f"Excerpts of the source documents ({len(grounding)} documents, too many tokens to send whole), "
+            "found by a search for the claims below; the rest of the documents is not shown:"
+        )
+        out = [intro]
+        for p in ordered:
+            part = f", part {p.part} of a passage cut to fit" if p.part else ""
+            title = g.titles.get(p.doc_id, p.doc_id)
+            out.append(f"Excerpt {names[p.key]} - doc_id: {p.doc_id} ({title}){part}\n<<<\n{p.text}\n>>>")
+        return "\n\n".join(out), names
+
+    def _requests(
         self,
         role: str,
         g: _Ground,
+        grounding: Sequence[GroundingText],
         claims: list[Claim],
-        k: int,
-        budget: int,
-        room: int,
-        prior: list[ItemScore] | None,
-    ) -> list[tuple[Claim, str]]:
-        """Each claim with its excerpts (whole passages, fewer while the block does not fit `room`)."""
-        blocks: list[tuple[Claim, str]] = []
+        prior: list | None,
+    ) -> list[tuple[list[Claim], str, str]]:
+        """(claims, documents text, claims text) per request. G goes whole with a claim when it fits beside
+        it in either stage's request (so stage 1 whole implies stage 2 whole); otherwise as the excerpts
+        of the request's claims. A request never exceeds the input budget: batches are packed by an
+        estimate and every request is counted exactly before it is sent (and halved when over)."""
+        stage = 2 if role == "score_entail" else 1
+        room = self.input_budget()
+        over = self.overhead(role, documents="", claims="")
+        docs_text, docs_tok = self._documents(grounding)
+        margin = VERDICT_TOKENS + 50  # the verdict stage 2 adds, and token-count drift at the joins
+        fits_whole = min(self._rooms()) - margin
+
+        items = []
         for i, c in enumerate(claims):
-            ps = self._evidence(g, c, k, min(budget, room - 200))
-            block = self._claim_block(g, c, ps, prior[i] if prior else None)
-            while count_tokens(block) > room and len(ps) > 1:
-                ps = ps[:-1]
-                block = self._claim_block(g, c, ps, prior[i] if prior else None)
-            if count_tokens(block) > room:
-                raise FrameInputError(
-                    "llm.context_tokens", f"claim {c.claim_id} with its smallest excerpt does not fit {role}"
-                )
-            blocks.append((c, block))
-        return blocks
+            pr = prior[i] if prior else None
+            bare = count_tokens(self._claim_block(c, None, None))
+            ev = None if grounding and docs_tok + bare <= fits_whole else self._excerpts(g, c, stage)
+            block = count_tokens(self._claim_block(c, pr, None if ev is None else ["E000"] * len(ev))) + 2
+            items.append((c, pr, ev, block))
 
-    @staticmethod
-    def _batches(blocks: list[tuple[Claim, str]], room: int) -> list[list[tuple[Claim, str]]]:
-        """Consecutive claim blocks, at most BATCH_CLAIMS and `room` tokens per request."""
-        batches: list[list[tuple[Claim, str]]] = []
-        cur: list[tuple[Claim, str]] = []
-        cur_tok = 0
-        for c, b in blocks:
-            t = count_tokens(b)
-            if cur and (len(cur) >= BATCH_CLAIMS or cur_tok + t > room):
-                batches.append(cur)
-                cur, cur_tok = [], 0
-            cur.append((c, b))
-            cur_tok += t
+        def estimate(batch: list) -> int:
+            if batch[0][2] is None:
+                docs = docs_tok
+            else:
+                distinct = {p.key: p for _, _, ev, _ in batch for p in ev}.values()
+                docs = 60 + sum(p.tokens for p in distinct)
+            return over + docs + sum(it[3] for it in batch)
+
+        def render_batch(batch: list) -> tuple[str, str, int]:
+            if batch[0][2] is None:
+                docs, names = docs_text, {}
+            else:
+                docs, names = self._excerpt_text(g, grounding, [p for _, _, ev, _ in batch for p in ev])
+            text = "\n\n".join(
+                self._claim_block(c, pr, None if ev is None else [names[p.key] for p in ev])
+                for c, pr, ev, _ in batch
+            )
+            return (
+                docs,
+                text,
+                sum(
+                    count_tokens(m["content"])
+                    for m in render(self.prompts[role], documents=docs, claims=text)
+                ),
+            )
+
+        out: list[tuple[list[Claim], str, str]] = []
+
+        def flush(batch: list) -> None:
+            docs, text, tokens = render_batch(batch)
+            if tokens <= room:
+                out.append(([c for c, _, _, _ in batch], docs, text))
+            elif len(batch) > 1:
+                flush(batch[: len(batch) // 2])
+                flush(batch[len(batch) // 2 :])
+            elif batch[0][2] is None:  # G whole with this one claim after all: its excerpts instead
+                c, pr, _, _ = batch[0]
+                flush([(c, pr, self._excerpts(g, c, stage), 0)])
+            elif batch[0][2]:  # a long claim: its last pieces go (stage 2's additions first)
+                c, pr, ev, _ = batch[0]
+                flush([(c, pr, ev[:-1], 0)])
+            else:
+                cid = batch[0][0].claim_id
+                raise FrameInputError("llm.context_tokens", f"claim {cid} alone does not fit {role}")
+
+        cur: list = []
+        for it in items:
+            if cur and (
+                (cur[0][2] is None) != (it[2] is None)
+                or len(cur) >= BATCH_CLAIMS
+                or estimate([*cur, it]) > room
+            ):
+                flush(cur)
+                cur = []
+            cur.append(it)
         if cur:
-            batches.append(cur)
-        return batches
+            flush(cur)
+        return out
 
-    def _ask_batch(self, role: str, batch: list[tuple[Claim, str]], doc_ids: set[str]) -> list[ItemScore]:
-        ids = [c.claim_id for c, _ in batch]
-        res = self.ask(role, VerdictsReply, check=_check_ids(ids), claims="\n\n".join(b for _, b in batch))
+    # -- verdicts
+
+    def _ask_batch(
+        self, role: str, request: tuple[list[Claim], str, str], doc_ids: set[str]
+    ) -> list[ItemScore]:
+        claims, docs, text = request
+        ids = [c.claim_id for c in claims]
+        res = self.ask(role, VerdictsReply, check=_check_ids(ids), documents=docs, claims=text)
         self.models.add(res.model)
         by_id = {v.claim_id: v for v in res.value.verdicts}
         out = []
-        for c, _ in batch:
+        for c in claims:
             v = by_id[c.claim_id]
             ref = v.doc_id.strip() if v.doc_id.strip() in doc_ids else ""
             why = v.rationale.strip()
@@ -1067,30 +1209,24 @@ class LLMFaithfulnessJudge(LLMJudge):
         role: str,
         claims: list[Claim],
         grounding: Sequence[GroundingText],
-        k: int,
-        budget: int,
         prior: list[ItemScore] | None,
     ) -> list[ItemScore]:
         if not claims:
             return []
         g = self._grounds.get(grounding)
-        over = self.overhead(role, claims="")
-        room = self.input_budget() - over
-        if room < 200:
-            raise FrameInputError("llm.context_tokens", f"too small for {role} (prompt {over} tokens)")
-        batches = self._batches(self._blocks(role, g, claims, k, budget, room, prior), room)
+        requests = self._requests(role, g, grounding, claims, prior)
         doc_ids = {d.doc_id for d in grounding}
-        results = self.map(lambda batch: self._ask_batch(role, batch, doc_ids), batches)
+        results = self.map(lambda r: self._ask_batch(role, r, doc_ids), requests)
         return [it for r in results for it in r]
 
     def verify(self, claims: Sequence[Claim], grounding: Sequence[GroundingText]) -> list[ItemScore]:
-        return self._judge("score_verify", list(claims), grounding, VERIFY_K, VERIFY_BUDGET, None)
+        return self._judge("score_verify", list(claims), grounding, None)
 
     def entail(
         self, claims: Sequence[Claim], stage1: Sequence[ItemScore], grounding: Sequence[GroundingText]
     ) -> list[ItemScore]:
         claims, stage1 = _paired(claims, stage1)
-        return self._judge("score_entail", claims, grounding, ENTAIL_K, ENTAIL_BUDGET, stage1)
+        return self._judge("score_entail", claims, grounding, stage1)
 
 
 # ---------------------------------------------------------------- driver
@@ -1143,6 +1279,8 @@ def faithfulness(
         "stage2": len(low),
         "stage1_mean": round(float(np.mean([it.score for it in first])), 6),
         "raised_in_stage2": sum(1 for i in low if final[i].score > first[i].score),
+        # stage 2's score is kept when lower too (docs/metrics/faithfulness.md, "Which stage's score counts")
+        "lowered_in_stage2": sum(1 for i in low if final[i].score < first[i].score),
         "supported": sum(1 for s in scores if s >= threshold),
     }
     for attr in ("prompt_sha256",):
