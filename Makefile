@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(MAKE) demo
 	$(BIN)/python benchmarks/meta_structure.py --release data/releases/demo/$(DEMO_VERSION)
 	$(BIN)/python benchmarks/retrieval_recall.py --release data/releases/demo/$(DEMO_VERSION)
+	$(BIN)/python benchmarks/metric_checklist.py --release data/releases/demo/$(DEMO_VERSION)
 	$(BIN)/python benchmarks/refresh.py
 	$(BIN)/python benchmarks/server.py
 	$(BIN)/python benchmarks/scoring.py --release data/releases/demo/$(DEMO_VERSION)
