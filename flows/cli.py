@@ -892,6 +892,22 @@ def _score_systems(release: Path, systems: str, ev: Any, llm: Any, cache_dir: Pa
     return {n: made.get(n) for n in order}
 
 
+# Options of the structure node similarity (`frame score`), declared once here to keep the command short.
+_GammaOpt = Annotated[float | None, typer.Option("--gamma", help="depth weighting of Algorithm 1 (0 = off)")]
+_DeltaOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--delta",
+        help="RBF width of the structure node similarity (default: calibrated for the embedder in "
+        "schemas/projection.toml, else the paper's 0.10)",
+    ),
+]
+_TypeWeightOpt = Annotated[
+    float | None,
+    typer.Option("--type-weight", help="w of the structure node similarity (default: the paper's 0.2)"),
+]
+
+
 @app.command("score")
 def score_cmd(
     release: Annotated[Path, typer.Option("--release", help="data/releases/<name>/<version>")],
@@ -936,21 +952,9 @@ def score_cmd(
     bootstrap: Annotated[
         int | None, typer.Option("--bootstrap", help="bootstrap resamples for the CIs")
     ] = None,
-    gamma: Annotated[
-        float | None, typer.Option("--gamma", help="depth weighting of Algorithm 1 (0 = off)")
-    ] = None,
-    delta: Annotated[
-        float | None,
-        typer.Option(
-            "--delta",
-            help="RBF width of the structure node similarity (default: calibrated for the embedder in "
-            "schemas/projection.toml, else the paper's 0.10)",
-        ),
-    ] = None,
-    type_weight: Annotated[
-        float | None,
-        typer.Option("--type-weight", help="w of the structure node similarity (default: the paper's 0.2)"),
-    ] = None,
+    gamma: _GammaOpt = None,
+    delta: _DeltaOpt = None,
+    type_weight: _TypeWeightOpt = None,
     config: Annotated[
         Path | None,
         typer.Option(

@@ -1,21 +1,9 @@
-"""Calibration of the node-similarity projection per embedder (docs/metrics/structure.md, Calibration).
-
-Paper 000 §4.4.1 fitted the RBF width δ = 0.10 for text-embedding-3-small. Another embedder spreads its
-cosines differently, so δ is refitted on labelled pairs of real section headings:
-
-- **items**: the Form items of real filings (ground truth: the item's number, confirmed by a peer
-  parser's expected sections); the same item titled by two filers is a positive pair, two different
-  items a negative one. 10-K and 10-Q items that are the same Regulation S-K disclosure share a kind
-  (`ITEM_KINDS`: 10-K Item 7 and 10-Q Part I Item 2 are both MD&A).
-- **notes**: the notes to the financial statements, labelled by the filer's own iXBRL text-block
-  concept (`us-gaap:DebtDisclosureTextBlock` is "Debt" to one filer, "Short-Term Borrowings and
-  Long-Term Debt" to another).
-- **papers**: sections of arXiv papers of one kind (`PAPER_KINDS`: "Conclusions" and "Concluding
-  Remarks"), against sections of other kinds.
+"""Calibration of the node-similarity projection per embedder: labelled pairs of real section headings
+(Form items of filings, notes by their iXBRL text-block concept, arXiv sections by kind), ROC AUC and the
+fit of δ. Data, criterion and figures: docs/metrics/structure.md, "Calibration".
 
 Pure functions: the caller grounds the documents and embeds the texts (benchmarks/calibrate_structure.py).
-Every node is built by `tasks.score.tree.report_tree`, so the objectives compared are the ones the scorer
-compares, whatever the tree builder makes of a section.
+Every node is built by `tasks.score.tree.report_tree`, so the objectives compared are the scorer's.
 """
 
 from __future__ import annotations
@@ -29,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from tasks.ground.items import ITEM_HEAD, item_label
-from tasks.markdown.document import code_mask, heading_of, parse
+from tasks.markdown.document import code_mask, heading_of, parse, split_lines, title_block
 from tasks.score.structural_similarity import node_fields, project_array
 from tasks.score.tree import report_tree
 
@@ -243,8 +231,10 @@ def paper_units(doc: str, markdown: str) -> list[Unit]:
 
 def _body(markdown: str) -> str:
     """A grounded document's Markdown without its own H1 title."""
-    head, _, rest = markdown.partition("\n")
-    return rest if head.startswith("# ") else markdown
+    title = title_block(parse(markdown).blocks)
+    if title is None:
+        return markdown
+    return "\n".join(split_lines(markdown)[title.end :])
 
 
 def _folded(text: str) -> str:

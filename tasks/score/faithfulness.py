@@ -1117,35 +1117,12 @@ class LLMFaithfulnessJudge(LLMJudge):
             items.append((c, pr, ev, block))
 
         def estimate(batch: list) -> int:
-            if batch[0][2] is None:
-                docs = docs_tok
-            else:
-                distinct = {p.key: p for _, _, ev, _ in batch for p in ev}.values()
-                docs = 60 + sum(p.tokens for p in distinct)
-            return over + docs + sum(it[3] for it in batch)
-
-        def render_batch(batch: list) -> tuple[str, str, int]:
-            if batch[0][2] is None:
-                docs, names = docs_text, {}
-            else:
-                docs, names = self._excerpt_text(g, grounding, [p for _, _, ev, _ in batch for p in ev])
-            text = "\n\n".join(
-                self._claim_block(c, pr, None if ev is None else [names[p.key] for p in ev])
-                for c, pr, ev, _ in batch
-            )
-            return (
-                docs,
-                text,
-                sum(
-                    count_tokens(m["content"])
-                    for m in render(self.prompts[role], documents=docs, claims=text)
-                ),
-            )
+            return over + self._batch_docs_tokens(batch, docs_tok) + sum(it[3] for it in batch)
 
         out: list[tuple[list[Claim], str, str]] = []
 
         def flush(batch: list) -> None:
-            docs, text, tokens = render_batch(batch)
+            docs, text, tokens = self._render_batch(role, g, grounding, docs_text, batch)
             if tokens <= room:
                 out.append(([c for c, _, _, _ in batch], docs, text))
             elif len(batch) > 1:
@@ -1174,6 +1151,30 @@ class LLMFaithfulnessJudge(LLMJudge):
         if cur:
             flush(cur)
         return out
+
+    @staticmethod
+    def _batch_docs_tokens(batch: list, docs_tok: int) -> int:
+        """Estimated tokens of a batch's documents: G whole, or the distinct excerpts of its claims."""
+        if batch[0][2] is None:
+            return docs_tok
+        distinct = {p.key: p for _, _, ev, _ in batch for p in ev}.values()
+        return 60 + sum(p.tokens for p in distinct)
+
+    def _render_batch(
+        self, role: str, g: _Ground, grounding: Sequence[GroundingText], docs_text: str, batch: list
+    ) -> tuple[str, str, int]:
+        """(documents text, claims text, exact prompt tokens) of one batch of (claim, prior, excerpts, _)."""
+        if batch[0][2] is None:
+            docs, names = docs_text, {}
+        else:
+            docs, names = self._excerpt_text(g, grounding, [p for _, _, ev, _ in batch for p in ev])
+        blocks = [
+            self._claim_block(c, pr, None if ev is None else [names[p.key] for p in ev])
+            for c, pr, ev, _ in batch
+        ]
+        text = "\n\n".join(blocks)
+        messages = render(self.prompts[role], documents=docs, claims=text)
+        return docs, text, sum(count_tokens(m["content"]) for m in messages)
 
     # -- verdicts
 
