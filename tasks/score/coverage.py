@@ -22,7 +22,9 @@ from pydantic import BaseModel, Field, field_validator
 from schemas.config import LLMSettings
 from schemas.scoring import UNIT_TYPES, InfoUnit, ItemScore, MetricResult
 from tasks.errors import FrameInputError
+from tasks.lru import BoundedLRU
 from tasks.markdown.chunks import Atom, atoms, pack, section_of, size
+from tasks.markdown.direction import direction
 from tasks.markdown.document import is_heading
 from tasks.markdown.numbers import Num, NumberPool
 from tasks.markdown.pieces import (
@@ -55,6 +57,7 @@ PROSE_RAMP = (0.55, 0.85)  # cosine -> [0, 1] for units without a strong number
 NUMBER_RAMP = (0.35, 0.65)  # ... for units with a strong number (the number must match as well)
 BATCH_UNITS = 20  # units per score_coverage request
 PLANS_KEPT = 256  # grading plans kept between embedding_texts and grade (per judge)
+ROWS_KEPT = 100_000  # table-row units whose figures (read with their table) a judge keeps
 
 # ======================================================================== offline judge
 
@@ -77,18 +80,36 @@ _PLACEHOLDER, _NO_CONTENT, _BOILERPLATE, _FINDING, _METHOD, _EVENT = (
 )
 
 
-def _figures(content: str, source: str) -> tuple[list[Num], bool]:
-    """A unit's numbers and whether one of them is strong; a table row (its source is a pipe-table line):
-    the numbers of its label and cells, not of the column headers in its content."""
+def _weak_flags(text: str) -> tuple[list[Num], list[bool]]:
+    strong = {(n.start, n.end) for n in strong_numbers(text)}
+    nums = list(numbers(text))
+    return nums, [(n.start, n.end) not in strong for n in nums]
+
+
+def _figures(content: str, source: str, known: Sequence[Num] | None = None) -> tuple[list[Num], list[bool]]:
+    """A unit's numbers, each with its weak flag (a year, a date, math or a cross-reference); a table row
+    (its source is a pipe-table line): the numbers of its label and cells, not of the column headers in
+    its content; `known`: the row's figures as its table reads them (its stated unit, column periods),
+    when the judge extracted it (the same figures, in the same order, as its cells show them)."""
     if source.strip().startswith("|"):
-        row = [c for c in cells(source) if c]
-        return [n for c in row for n in numbers(c)], any(strong_numbers(c) for c in row)
-    return list(numbers(content)), bool(strong_numbers(content))
+        read = [_weak_flags(c) for c in cells(source) if c]
+        nums = [n for ns, _ in read for n in ns]
+        weak = [w for _, ws in read for w in ws]
+        if known is not None:
+            if len(known) != len(nums):  # not the row read here: weak = a year
+                return list(known), [n.yearlike for n in known]
+            nums = list(known)
+        return nums, weak
+    return _weak_flags(content)
+
+
+def _strong(weak: Sequence[bool]) -> bool:
+    return not all(weak)
 
 
 def _unit_type(p: Piece) -> str:
     """The type rule of docs/metrics/coverage.md ("Units")."""
-    if _figures(p.text, p.source)[1]:
+    if _strong(_figures(p.text, p.source)[1]):
         return "statistic"
     if p.kind == "row":
         return "entity"
@@ -138,6 +159,8 @@ class OfflineCoverageJudge:
         # grading plans made ahead by embedding_texts, each used once by grade (bounded, oldest dropped)
         self._planned: OrderedDict[tuple, tuple[list[Piece], list[_Plan], list[str]]] = OrderedDict()
         self._planned_lock = threading.Lock()
+        # (content, source) of a table-row unit -> its figures read with its table (extract_units)
+        self._rows: BoundedLRU[tuple[Num, ...]] = BoundedLRU(ROWS_KEPT)
 
     def __repr__(self) -> str:
         return f"OfflineCoverageJudge({self.embedder_name!r})"
@@ -152,6 +175,8 @@ class OfflineCoverageJudge:
             if key in seen:
                 continue
             seen.add(key)
+            if p.kind == "row":
+                self._rows.put((p.text, p.source), p.numbers)
             units.append(
                 InfoUnit(
                     unit_id=len(units),
@@ -163,15 +188,14 @@ class OfflineCoverageJudge:
             )
         return units
 
-    @staticmethod
     def _grading(
-        units: list[InfoUnit], generated_markdown: str
+        self, units: list[InfoUnit], generated_markdown: str
     ) -> tuple[list[Piece], list[_Plan], list[str]]:
         """R's segments, each unit's plan, and the texts whose cosines grading needs (in embed order)."""
         segs = markdown_pieces(generated_markdown)
         if not units or not segs:
             return segs, [], []
-        plans = _plans(units, segs)
+        plans = _plans(units, segs, lambda u: self._rows.get((u.content, u.source_sentence)))
         # identical text with every number present scores 1 (its cosine is 1): no embedding needed
         need = [units[ui].content for ui, plan in enumerate(plans) if plan.same is None]
         return segs, plans, (need + [seg.text for seg in segs]) if need else []
@@ -214,18 +238,23 @@ class _Plan:
 
     nums: list[Num]  # the unit's numbers
     strong: bool  # one of them is strong
+    weak: np.ndarray  # per number: a year, a date, math or a cross-reference
     hits: np.ndarray  # (numbers x segments): the number appears in the segment
     same: int | None  # the segment with the unit's text verbatim and all its numbers
+    gate: np.ndarray  # (segments): 0 where the segment states the opposite direction, else 1
 
 
-def _plans(units: list[InfoUnit], segs: list[Piece]) -> list[_Plan]:
+def _plans(
+    units: list[InfoUnit], segs: list[Piece], known: Callable[[InfoUnit], Sequence[Num] | None]
+) -> list[_Plan]:
     pool_nums = [n for s in segs for n in s.context_numbers]
     owner = np.array([i for i, s in enumerate(segs) for _ in s.context_numbers], dtype=np.int64)
     pool = NumberPool(pool_nums)
     first_of: dict[str, int] = {}
     for i, seg in enumerate(segs):
         first_of.setdefault(_key(seg.text), i)
-    figures = [_figures(u.content, u.source_sentence) for u in units]
+    figures = [_figures(u.content, u.source_sentence, known(u)) for u in units]
+    seg_dirs = np.array([direction(s.text) for s in segs], dtype=np.int8)
     # every unit's numbers looked up at once: (numbers of all units) x (segments holding a match)
     flat = [n for nums, _ in figures for n in nums]
     seg_hits = np.zeros((len(flat), len(segs)), dtype=bool)
@@ -233,14 +262,26 @@ def _plans(units: list[InfoUnit], segs: list[Piece]) -> list[_Plan]:
     seg_hits[rows, owner[cols]] = True
     plans = []
     row = 0
-    for u, (nums, strong) in zip(units, figures, strict=True):
+    for u, (nums, weak) in zip(units, figures, strict=True):
         hits = seg_hits[row : row + len(nums)].copy()
         row += len(nums)
         same = first_of.get(_key(u.content))
         if same is not None and not hits[:, same].all():
             same = None
-        plans.append(_Plan(nums, strong, hits, same))
+        d = direction(u.content)
+        gate = (seg_dirs != -d).astype(np.float64) if d else np.ones(len(segs))
+        plans.append(_Plan(nums, _strong(weak), np.array(weak, dtype=bool), hits, same, gate))
     return plans
+
+
+def _share(hits: np.ndarray, weak: np.ndarray) -> np.ndarray:
+    """Per segment: share of the strong numbers it holds x share of the weak ones (each 1 when there is
+    none): a right year does not make up for a wrong figure, nor a right figure for a wrong year."""
+    out = np.ones(hits.shape[1])
+    for rows in (~weak, weak):
+        if rows.any():
+            out *= hits[rows].mean(axis=0)
+    return out
 
 
 def _graded(u: InfoUnit, plan: _Plan, c: np.ndarray, segs: list[Piece]) -> ItemScore:
@@ -252,13 +293,15 @@ def _graded(u: InfoUnit, plan: _Plan, c: np.ndarray, segs: list[Piece]) -> ItemS
     else:
         if nums:
             lo, hi = NUMBER_RAMP if strong else PROSE_RAMP
-            score = hits.mean(axis=0) * _ramp(c, lo, hi)
+            score = _share(hits, plan.weak) * _ramp(c, lo, hi) * plan.gate
         else:
-            score = _ramp(c, *PROSE_RAMP)
+            score = _ramp(c, *PROSE_RAMP) * plan.gate
         # best segment: highest score, then highest cosine, then earliest
         best = int(np.lexsort((np.arange(len(segs)), -c, -score))[0])
         value = min(1.0, max(0.0, float(round(score[best], 6))))
         cosine = f"cosine {c[best]:.3f}"
+        if not plan.gate[best]:
+            cosine += ", opposite direction"
     if nums:
         found = [n.text for k, n in enumerate(nums) if hits[k, best]]
         missing = [n.text for k, n in enumerate(nums) if not hits[k, best]]
