@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schemas.scoring import GroundingText
+from schemas.scoring import GroundingText, InfoUnit
+from tasks.markdown import pieces
 from tasks.markdown.numbers import NumberPool, numbers_in, same_number
 from tasks.markdown.pieces import DATE, markdown_pieces
 from tasks.score.coverage import OfflineCoverageJudge, coverage
@@ -170,6 +171,11 @@ def test_signs():
     # a level reached by a fall is not negative
     assert [n.value for n in numbers_in("Revenue decreased 12% to $3 million")] == [-12, 3e6]
     assert one("Revenue fell by approximately 12%").value == -12
+    # a year is never negative: a citation, a season
+    assert [n.value for n in numbers_in("as Smith et al. (2023) found in the fall 2024 survey")] == [
+        2023,
+        2024,
+    ]
 
 
 def test_scale_words_and_stated_units():
@@ -202,6 +208,23 @@ def test_scale_words_and_stated_units():
         assert row_figures(md, "Revenue")[0].value == 3.1e9, md
 
 
+def test_a_row_says_its_unit_and_reads_the_same_from_its_text_and_raw_line(judges):
+    md = "(In millions, except per share data)\n\n(Unaudited)\n\n"
+    md += "| | Fiscal 2024 | Fiscal 2023 |\n|---|---|---|\n"
+    md += "| Revenue | $3,100 | $2,800 |\n| Diluted | $2.48 | $1.90 |\n"
+    rows = [p for p in markdown_pieces(md) if p.kind == "row"]
+    assert rows[0].text == "Revenue | Fiscal 2024: $3,100; Fiscal 2023: $2,800; (in millions)"
+    for p in rows:
+        assert tuple(n for n, _ in pieces.row_figures(p.text, p.source)) == p.numbers
+    # a unit rebuilt from its text and raw line (as `frame annotate` exports it) is graded as cut
+    cov_judge, _ = judges
+    unit = InfoUnit(unit_id=0, type="statistic", content=rows[0].text, source_sentence=rows[0].source)
+    (item,) = cov_judge.grade(
+        [unit], "## Results\n\nRevenue was $3.1 billion in fiscal 2024 and $2.8 billion in fiscal 2023.\n"
+    )
+    assert item.score >= 0.6, item
+
+
 def test_a_loss_row_and_a_percent_column():
     md = "(In millions)\n\n| | 2024 | % Change |\n|---|---|---|\n"
     md += "| Net loss | 45 | 12 |\n| Other loss | (3) | (5) |\n"
@@ -209,6 +232,11 @@ def test_a_loss_row_and_a_percent_column():
     assert loss.value == -45e6 and same_number(loss, one("a net loss of $45 million"))
     assert change.unit == "%" and change.value == -12  # a loss row: its change is negative too
     assert row_figures(md, "Other loss")[0].value == -3e6  # no double negation
+    # the group label above counts for per-share rows only
+    cash = "(In millions)\n\n| | 2024 |\n|---|---|\n| Adjustments to reconcile net loss to net cash: | |\n"
+    cash += "| Depreciation | 611 |\n| Net loss per share: | |\n| Basic | 0.12 |\n"
+    assert row_figures(cash, "Depreciation")[0].value == 611e6
+    assert row_figures(cash, "Basic")[0].value == -0.12
     gain = "(In millions)\n\n| | 2024 |\n|---|---|\n| Net income (loss) | 45 |\n"
     assert row_figures(gain, "Net income")[0].value == 45e6
 

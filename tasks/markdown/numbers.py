@@ -445,7 +445,9 @@ def numbers_in(text: str) -> list[Num]:
         value = float(plain) * scale
         step = (10.0**-decimals) * scale
         paren = bool(m.group("open") and m.group("close"))
-        negative = bool(m.group("sign")) or paren
+        # a year in parentheses is a citation or a label ("Smith et al. (2023)"), not a negative figure
+        year = _yearlike(digits, value, step) and not m.group("cur") and not m.group("cur0")
+        negative = bool(m.group("sign")) or (paren and not year)
         s, e = m.start("digits"), m.end()
         if m.group("cur0"):
             s = m.start("cur0")
@@ -475,7 +477,7 @@ def numbers_in(text: str) -> list[Num]:
             unit = _CURRENCIES.get(cur.lower(), cur.upper())
         elif m.group("count"):
             unit = "count:" + _COUNTS[m.group("count").split()[-1].lower()]
-        if not negative:
+        if not negative and not year:
             around = text[max(0, s - 60) : m.end() + 40]
             low = around.lower()
             if any(h in low for h in _NEG_HINTS):

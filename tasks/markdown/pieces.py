@@ -26,8 +26,11 @@ __all__ = [
     "markdown_pieces",
     "md_blocks",
     "numbers",
+    "row_figures",
+    "row_parts",
     "stated_scale",
     "table_cell_figures",
+    "unit_note",
     "strong_numbers",
 ]
 
@@ -229,19 +232,23 @@ def _headers(rows: list[list[str]], width: int) -> tuple[list[str], int]:
 
 
 def table_cell_figures(
-    cell: str, header: str, label: str, stated: tuple[float, float] | None
+    cell: str, header: str, label: str, stated: tuple[float, float] | None, context: str = ""
 ) -> tuple[Num, ...]:
     """The figures of a value cell read with its table: the stated unit scales amounts and share counts
     (not per-share amounts, percentages or years), a percent column or row makes its plain figures
     percentages, a row of shares makes them share counts, a loss row makes them negative (a loss is a
     negative amount however it is shown: "(45)" there stays -45) and the column header gives the
-    period (docs/metrics/numbers.md, "Tables")."""
+    period (docs/metrics/numbers.md, "Tables"). `context`: the label of the label-only row above ("Net
+    income per share:" over "Diluted"); a loss in it counts for a per-share row only ("Adjustments to
+    reconcile net loss to net cash ..." does not make depreciation a loss)."""
     out = []
     period = header_period(header)
+    own_label, label = label, f"{context} {label}".strip()
     per_share = bool(_PER_SHARE.search(label) or _PER_SHARE.search(header)) and not _SHARES.search(label)
     shares = bool(_SHARES.search(label)) and not per_share
     percent = bool(_PERCENT_HEAD.search(_STATED.sub("", header)) or _PERCENT_HEAD.search(label))
-    loss = bool(_LOSS_LABEL.search(label)) and not _GAIN_LABEL.search(label)
+    named = label if per_share else own_label
+    loss = bool(_LOSS_LABEL.search(named)) and not _GAIN_LABEL.search(named)
     money = bool(_CURRENCY_SIGN.search(cell))
     for n in numbers(cell):
         if n.yearlike and not n.unit:
@@ -262,6 +269,73 @@ def table_cell_figures(
             changes["value"] = -changes.get("value", n.value)
         out.append(n.replace(**changes) if changes else n)
     return tuple(out)
+
+
+_WORDS_OF = {1e3: "thousands", 1e6: "millions", 1e9: "billions"}
+_UNIT_NOTE = re.compile(
+    r"(?:^|; )(\(in (?:thousands|millions|billions)(?:, shares in (?:thousands|millions))?\))$"
+)
+
+
+def unit_note(stated: tuple[float, float]) -> str:
+    """The canonical note of a stated unit, as a table row's text ends with it: "(in millions)", "(in
+    millions, shares in thousands)"."""
+    scale, shares = stated
+    extra = f", shares in {_WORDS_OF[shares]}" if shares != scale else ""
+    return f"(in {_WORDS_OF[scale]}{extra})"
+
+
+def row_parts(text: str, source: str) -> tuple[str, str, list[tuple[str, str]], tuple[float, float] | None]:
+    """(label, context, [(column header, value)], stated unit) of a table-row piece, read back from its text
+    ("<context>: <label> | <header>: <value>; ...[; (in millions)]") with its raw row's cells as anchors:
+    a row's text says all a reader needs to read its figures (docs/metrics/numbers.md, "Tables")."""
+    raw = cells(source)
+    if not raw:
+        return "", "", [], None
+    label, values = raw[0], [v for v in raw[1:] if v]
+    head, sep, rest = text.partition(" | ")
+    if not sep:
+        head, rest = ("", text) if values else (text, "")
+    stated = None
+    m = _UNIT_NOTE.search(rest)
+    if m and not any(v == m.group(1) for v in values[-1:]):
+        stated, rest = stated_scale(m.group(1)), rest[: m.start()]
+    found: list[tuple[str, str]] = []
+    pos = 0
+    for v in values:
+        idx, start = -1, pos
+        while True:
+            k = rest.find(v, start)
+            if k < 0:
+                break
+            end = k + len(v)
+            if end == len(rest) or rest.startswith("; ", end):
+                idx = k
+                break
+            start = k + 1
+        if idx < 0:
+            found.append(("", v))
+            continue
+        part = rest[pos:idx]
+        found.append(((part[:-2] if part.endswith(": ") else part).strip(), v))
+        pos = idx + len(v) + 2
+    context = ""
+    if label and head.endswith(label) and len(head) > len(label):
+        context = head[: -len(label)].rstrip().rstrip(":").strip()
+    return label, context, found, stated
+
+
+def row_figures(text: str, source: str) -> list[tuple[Num, str]]:
+    """The figures of a table-row piece, each with the cell it is read from: those of its label as
+    written, those of its value cells read with the table (`table_cell_figures`: the stated unit and the
+    column header the row's text holds). The same from the row's text and raw line wherever they go (a
+    unit or claim exported and graded again reads as it did when it was cut)."""
+    label, context, pairs, stated = row_parts(text, source)
+    out = [(n, label) for n in numbers(label)] if label else []
+    for header, v in pairs:
+        if not _SCALE_NOTE.match(v):
+            out.extend((n, v) for n in table_cell_figures(v, header, label, stated, context))
+    return out
 
 
 def _table_pieces(block: Block, stated_before: str = "") -> list[Piece]:
@@ -291,15 +365,11 @@ def _table_pieces(block: Block, stated_before: str = "") -> list[Piece]:
                 context = label
             continue
         parts = [f"{headers[c + 1]}: {v}" if headers[c + 1] else v for c, v in enumerate(values) if v]
+        if stated:  # the table's unit, written into the row so that the row's text says what it shows
+            parts.append(unit_note(stated))
         head = f"{context.rstrip(':').strip()}: {label}" if context and label else (label or context)
         text = f"{head} | " + "; ".join(parts) if head else "; ".join(parts)
-        where = f"{context} {label}".strip()
-        own = numbers(label) + tuple(
-            n
-            for c, v in enumerate(values)
-            if v and not _SCALE_NOTE.match(v)
-            for n in table_cell_figures(v, headers[c + 1], where, stated)
-        )
+        own = tuple(n for n, _ in row_figures(text, raw))
         around = numbers(context) + header_numbers
         out.append(Piece("row", text, raw.strip(), block.path, own, own + around))
     return out

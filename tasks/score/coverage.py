@@ -22,7 +22,6 @@ from pydantic import BaseModel, Field, field_validator
 from schemas.config import LLMSettings
 from schemas.scoring import UNIT_TYPES, InfoUnit, ItemScore, MetricResult
 from tasks.errors import FrameInputError
-from tasks.lru import BoundedLRU
 from tasks.markdown.chunks import Atom, atoms, pack, section_of, size
 from tasks.markdown.direction import direction
 from tasks.markdown.document import is_heading
@@ -31,11 +30,11 @@ from tasks.markdown.pieces import (
     DATE,
     Block,
     Piece,
-    cells,
     clean,
     markdown_pieces,
     md_blocks,
     numbers,
+    row_figures,
     strong_numbers,
 )
 from tasks.markdown.text import terms
@@ -57,7 +56,6 @@ PROSE_RAMP = (0.55, 0.85)  # cosine -> [0, 1] for units without a strong number
 NUMBER_RAMP = (0.35, 0.65)  # ... for units with a strong number (the number must match as well)
 BATCH_UNITS = 20  # units per score_coverage request
 PLANS_KEPT = 256  # grading plans kept between embedding_texts and grade (per judge)
-ROWS_KEPT = 100_000  # table-row units whose figures (read with their table) a judge keeps
 
 # ======================================================================== offline judge
 
@@ -86,20 +84,14 @@ def _weak_flags(text: str) -> tuple[list[Num], list[bool]]:
     return nums, [(n.start, n.end) not in strong for n in nums]
 
 
-def _figures(content: str, source: str, known: Sequence[Num] | None = None) -> tuple[list[Num], list[bool]]:
+def _figures(content: str, source: str) -> tuple[list[Num], list[bool]]:
     """A unit's numbers, each with its weak flag (a year, a date, math or a cross-reference); a table row
-    (its source is a pipe-table line): the numbers of its label and cells, not of the column headers in
-    its content; `known`: the row's figures as its table reads them (its stated unit, column periods),
-    when the judge extracted it (the same figures, in the same order, as its cells show them)."""
+    (its source is a pipe-table line): the numbers of its label and cells read with the table (its stated
+    unit and column headers, which the row's text holds), not those of the column headers themselves."""
     if source.strip().startswith("|"):
-        read = [_weak_flags(c) for c in cells(source) if c]
-        nums = [n for ns, _ in read for n in ns]
-        weak = [w for _, ws in read for w in ws]
-        if known is not None:
-            if len(known) != len(nums):  # not the row read here: weak = a year
-                return list(known), [n.yearlike for n in known]
-            nums = list(known)
-        return nums, weak
+        figs = row_figures(content, source)
+        spans = {cell: {(n.start, n.end) for n in strong_numbers(cell)} for cell in {c for _, c in figs}}
+        return [n for n, _ in figs], [(n.start, n.end) not in spans[c] for n, c in figs]
     return _weak_flags(content)
 
 
@@ -159,8 +151,6 @@ class OfflineCoverageJudge:
         # grading plans made ahead by embedding_texts, each used once by grade (bounded, oldest dropped)
         self._planned: OrderedDict[tuple, tuple[list[Piece], list[_Plan], list[str]]] = OrderedDict()
         self._planned_lock = threading.Lock()
-        # (content, source) of a table-row unit -> its figures read with its table (extract_units)
-        self._rows: BoundedLRU[tuple[Num, ...]] = BoundedLRU(ROWS_KEPT)
 
     def __repr__(self) -> str:
         return f"OfflineCoverageJudge({self.embedder_name!r})"
@@ -175,8 +165,6 @@ class OfflineCoverageJudge:
             if key in seen:
                 continue
             seen.add(key)
-            if p.kind == "row":
-                self._rows.put((p.text, p.source), p.numbers)
             units.append(
                 InfoUnit(
                     unit_id=len(units),
@@ -188,14 +176,15 @@ class OfflineCoverageJudge:
             )
         return units
 
+    @staticmethod
     def _grading(
-        self, units: list[InfoUnit], generated_markdown: str
+        units: list[InfoUnit], generated_markdown: str
     ) -> tuple[list[Piece], list[_Plan], list[str]]:
         """R's segments, each unit's plan, and the texts whose cosines grading needs (in embed order)."""
         segs = markdown_pieces(generated_markdown)
         if not units or not segs:
             return segs, [], []
-        plans = _plans(units, segs, lambda u: self._rows.get((u.content, u.source_sentence)))
+        plans = _plans(units, segs)
         # identical text with every number present scores 1 (its cosine is 1): no embedding needed
         need = [units[ui].content for ui, plan in enumerate(plans) if plan.same is None]
         return segs, plans, (need + [seg.text for seg in segs]) if need else []
@@ -244,16 +233,14 @@ class _Plan:
     gate: np.ndarray  # (segments): 0 where the segment states the opposite direction, else 1
 
 
-def _plans(
-    units: list[InfoUnit], segs: list[Piece], known: Callable[[InfoUnit], Sequence[Num] | None]
-) -> list[_Plan]:
+def _plans(units: list[InfoUnit], segs: list[Piece]) -> list[_Plan]:
     pool_nums = [n for s in segs for n in s.context_numbers]
     owner = np.array([i for i, s in enumerate(segs) for _ in s.context_numbers], dtype=np.int64)
     pool = NumberPool(pool_nums)
     first_of: dict[str, int] = {}
     for i, seg in enumerate(segs):
         first_of.setdefault(_key(seg.text), i)
-    figures = [_figures(u.content, u.source_sentence, known(u)) for u in units]
+    figures = [_figures(u.content, u.source_sentence) for u in units]
     seg_dirs = np.array([direction(s.text) for s in segs], dtype=np.int8)
     # every unit's numbers looked up at once: (numbers of all units) x (segments holding a match)
     flat = [n for nums, _ in figures for n in nums]

@@ -28,7 +28,7 @@ from tasks.errors import FrameInputError
 from tasks.ground.load import grounding_set_from_rows
 from tasks.lru import BoundedLRU
 from tasks.markdown.direction import opposite
-from tasks.markdown.document import code_mask, heading_of, split_row
+from tasks.markdown.document import code_mask, heading_of
 from tasks.markdown.numbers import (
     PERCENT,
     POINTS,
@@ -39,7 +39,15 @@ from tasks.markdown.numbers import (
     periods_agree,
     units_agree,
 )
-from tasks.markdown.pieces import DATE, MATH, fix_dates, markdown_numbers, markdown_pieces, stated_scale
+from tasks.markdown.pieces import (
+    DATE,
+    MATH,
+    fix_dates,
+    markdown_numbers,
+    markdown_pieces,
+    row_figures,
+    stated_scale,
+)
 from tasks.markdown.text import split_sentences, terms
 from tasks.score.judges import (
     MAX_ITEMS,
@@ -82,7 +90,6 @@ DERIVE_POOL = 40  # at most this many distinct magnitudes in a derivation pool
 # an embed-ahead pass walks every set of a run before the score tasks walk them again
 GROUND_CACHE, GROUND_CACHE_CHARS = 64, 24_000_000
 CLAIMS_KEPT = 512  # reports whose extracted claims a judge keeps (the embed task's, for the score tasks)
-ROWS_KEPT = 100_000  # table-row claims whose figures (read with their table) a judge keeps
 NOTE_WORDS = 80  # a passage of at most this many words stating a unit states it for the table after it
 
 BATCH_CLAIMS = 10
@@ -136,16 +143,24 @@ def _figures_of(text: str) -> list[tuple[Num, bool]]:
     return out
 
 
-def _claim_figs(
-    content: str, source: str = "", known: Sequence[Num] | None = None
-) -> tuple[list[Num], list[bool]]:
-    """The distinct figures a claim asserts, each with its weak flag (weak only if every occurrence is);
-    `known`: a table row's figures as its table reads them (stated unit, column periods)."""
+def _row_figures_of(content: str, source: str) -> list[tuple[Num, bool]]:
+    """(figure, weak) of a table-row claim: its cells read with the table (`pieces.row_figures`: stated
+    unit, column periods), cross-references and citation markers left out as in `_figures_of`."""
+    out: list[tuple[Num, bool]] = []
+    seen: dict[str, dict[tuple[int, int], bool]] = {}
+    for n, cell in row_figures(content, source):
+        if cell not in seen:
+            seen[cell] = {(m.start, m.end): w for m, w in _figures_of(cell)}
+        weak = seen[cell].get((n.start, n.end))
+        if weak is not None:
+            out.append((n, weak))
+    return out
+
+
+def _claim_figs(content: str, source: str = "") -> tuple[list[Num], list[bool]]:
+    """The distinct figures a claim asserts, each with its weak flag (weak only if every occurrence is)."""
     if source.strip().startswith("|"):
-        if known is not None:
-            found = [(n, n.yearlike) for n in known]
-        else:
-            found = [x for c in split_row(source) if c for x in _figures_of(c)]
+        found = _row_figures_of(content, source)
     else:
         found = _figures_of(content)
     index: dict[tuple, int] = {}
@@ -168,8 +183,8 @@ def claim_figures(content: str, source: str = "") -> list[Num]:
     return _claim_figs(content, source)[0]
 
 
-def _strong_figures(content: str, source: str = "", known: Sequence[Num] | None = None) -> list[Num]:
-    figs, weak = _claim_figs(content, source, known)
+def _strong_figures(content: str, source: str = "") -> list[Num]:
+    figs, weak = _claim_figs(content, source)
     return [n for n, w in zip(figs, weak, strict=True) if not w]
 
 
@@ -368,7 +383,7 @@ class _Ground:
                     pc.text,
                     pc.source,
                     frozenset(terms(pc.text)),
-                    tuple(_strong_figures(pc.text, pc.source, pc.numbers if pc.kind == "row" else None)),
+                    tuple(_strong_figures(pc.text, pc.source)),
                 )
                 for k, pc in enumerate(markdown_pieces(self.passages[i].text, self.stated[i]))
                 if pc.text.strip()
@@ -382,7 +397,8 @@ class _Ground:
     def owners(self, n: Num, precise: bool = False) -> frozenset[int]:
         """Passages holding a number of G that states `n`: ``NumberPool`` matching, by a number shown with
         at least the significant digits `n` claims ("12" does not state 12.5%, "23.9" does not state
-        23,867; "1,200" does state $1.2 billion); `precise` (elsewhere in G): the same percent mark too."""
+        23,867; "1,200" in a table stated in millions does state $1.2 billion); `precise` (elsewhere in G):
+        the same percent mark too."""
         key = (n.key, precise)
         got = self._owners.get(key)
         if got is None:
@@ -420,8 +436,8 @@ class _Ground:
         order = ([verb] if verb is not None else []) + num + bm
         return list(dict.fromkeys(order)), verb
 
-    def analyse(self, claim: Claim, known: Sequence[Num] | None = None) -> _Analysis:
-        figs, weak = _claim_figs(claim.content, claim.source_sentence, known)
+    def analyse(self, claim: Claim) -> _Analysis:
+        figs, weak = _claim_figs(claim.content, claim.source_sentence)
         owners = [self.owners(n) for n in figs]
         cands, verb = self.candidates(claim, figs, owners)
         return _Analysis(figs=figs, owners=owners, candidates=cands, verbatim=verb, weak=weak)
@@ -525,8 +541,6 @@ class OfflineFaithfulnessJudge:
         self.name = f"offline:number-aware+{embedder_name}"
         self._grounds = _GroundCache()
         self._claims: BoundedLRU[list[Claim]] = BoundedLRU(CLAIMS_KEPT)  # by report: the embed task's, reused
-        # (content, source) of a table-row claim -> its figures read with its table (extract_claims)
-        self._rows: BoundedLRU[tuple[Num, ...]] = BoundedLRU(ROWS_KEPT)
 
     def __repr__(self) -> str:
         return f"OfflineFaithfulnessJudge({self.embedder_name!r})"
@@ -535,9 +549,6 @@ class OfflineFaithfulnessJudge:
 
     def extract_claims(self, generated_markdown: str) -> list[Claim]:
         got = self._claims.get_or_make(generated_markdown, lambda: claims_of(generated_markdown))
-        for p in markdown_pieces(generated_markdown):
-            if p.kind == "row":
-                self._rows.put((p.text, p.source), p.numbers)
         return [c.model_copy() for c in got]
 
     # -- helpers
@@ -557,7 +568,7 @@ class OfflineFaithfulnessJudge:
         with g.lock:
             a = g.memo.get(key)
         if a is None:
-            a = g.analyse(claim, self._rows.get(key))
+            a = g.analyse(claim)
             if a.verbatim is not None:
                 # the unit of the verbatim passage holding the claim stands for it
                 text = _norm(claim.source_sentence or claim.content)
