@@ -134,13 +134,14 @@ def test_units_of_a_report():
     assert [u.unit_id for u in units] == list(range(len(units)))
     by_text = {u.content: u for u in units}
     rows = [u for u in units if u.source_sentence.startswith("|")]
+    # a row ends with the unit its table states (issue 41: the row says what its figures are)
     assert [u.content for u in rows] == [
         "Net sales: Products | Three Months Ended June 28, 2025: $66,613; "
-        "Three Months Ended June 29, 2024: $61,564",
+        "Three Months Ended June 29, 2024: $61,564; (in millions)",
         "Net sales: Services | Three Months Ended June 28, 2025: 27,423; "
-        "Three Months Ended June 29, 2024: 24,213",
+        "Three Months Ended June 29, 2024: 24,213; (in millions)",
         "Net sales: Earnings per share(1) | Three Months Ended June 28, 2025: $1.57; "
-        "Three Months Ended June 29, 2024: $1.40",
+        "Three Months Ended June 29, 2024: $1.40; (in millions)",
     ]
     assert rows[0].source_sentence == "| Products | $66,613 | $61,564 |"
     assert all(u.type == "statistic" and u.section == "Financial Highlights" for u in rows)

@@ -16,6 +16,7 @@ from schemas.scoring import Claim, GroundingText
 from tasks.generate.baselines import generate_report, grounding_rows_for
 from tasks.llm.client import LLMClient, LLMOutputError
 from tasks.markdown.numbers import same_number
+from tasks.markdown.pieces import markdown_pieces
 from tasks.score.faithfulness import (
     LLMFaithfulnessJudge,
     OfflineFaithfulnessJudge,
@@ -143,10 +144,14 @@ def test_number_renderings_match_as_documented():
     (minus,) = claim_figures("Other income, net (in millions): -12.")
     assert paren.value == minus.value == -12 and same_number(paren, minus)
     (billion,) = claim_figures("Total net revenue was $1.2 billion.")
-    (table,) = claim_figures("| Total net revenue | 1,200 |", "| Total net revenue | 1,200 |")
+    md = "(In millions)\n\n| | 2025 |\n|---|---|\n| Total net revenue | 1,200 |\n"
+    (table,) = next(p for p in markdown_pieces(md) if p.kind == "row").numbers
     assert same_number(billion, table)  # 1.2e9 = 1,200 x 10^6 at the precision of "1.2 billion"
     (other,) = claim_figures("Total net revenue was $1.3 billion.")
     assert not same_number(other, table)
+    # issue 41: without a stated unit, 1,200 is 1,200 (the old rule matched any factor of 1000)
+    (bare,) = claim_figures("| Total net revenue | 1,200 |", "| Total net revenue | 1,200 |")
+    assert not same_number(billion, bare)
 
 
 # ---------------------------------------------------------------- stage 1 and stage 2 on small inputs

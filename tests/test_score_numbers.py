@@ -39,18 +39,23 @@ def test_not_figures_and_boundaries():
 
 def test_matching_rules():
     assert same_number(one("428.9M"), one("approximately 429M"))  # coarser precision wins
-    assert same_number(one("94,930"), one("$94.9 billion"))  # table "in millions" vs prose
-    assert same_number(one("(12)"), one("-12"))  # sign carried by words or parentheses
+    assert same_number(one("(12)"), one("-12"))  # both negative
+    assert not same_number(one("12"), one("(12)"))  # issue 41: a sign is part of the figure
     assert not same_number(one("$1.2 billion"), one("$1.3 billion"))
-    assert not same_number(one("2"), one("2,000"))  # one significant digit: no 1000^k rescaling
+    assert not same_number(one("2"), one("2,000"))
     assert not same_number(one("2024"), one("2,024,000"))  # years never rescale
     assert not same_number(one("2024"), one("2023"))
+    # issue 41: a bare factor of 1000 no longer matches (the old rule matched 94,930 and $94.9 billion);
+    # a table's stated unit does (tests/test_figures_meaning.py)
+    assert not same_number(one("94,930"), one("$94.9 billion"))
+    assert not same_number(one("1,200"), one("$1.2 billion"))
 
 
 def test_pool_and_derivation():
-    pool = NumberPool(numbers_in("Revenue 1,200 and 1,000; margin 45.0%"))
+    pool = NumberPool(numbers_in("Revenue 1,200 million and 1,000 million; margin 45.0%"))
     assert pool.contains(one("$1.2 billion")) and not pool.contains(one("$1.3 billion"))
-    assert pool.first_match(one("1.0 thousand")).text == "1,000"
+    assert pool.first_match(one("1.0 billion")).text == "1,000 million"
+    assert not pool.contains(one("45.0"))  # a percentage matches only a percentage
     expr = derivation(one("20.0%"), numbers_in("sales 1,200 versus 1,000"))
     assert expr == "100 * (1,200 - 1,000) / 1,000"
     assert derivation(one("2,200"), numbers_in("1,200 and 1,000")) == "1,200 + 1,000"
@@ -58,27 +63,29 @@ def test_pool_and_derivation():
 
 
 def _one_by_one(pool: NumberPool, n) -> list[bool]:
-    """The matching rules number by number, as docs/metrics/numbers.md states them: same figure within
-    half the coarser displayed step, in any factor of 1000 for figures of 2+ significant digits that are
-    not years on both sides, and a year only as that year."""
-    import math
+    """The matching rules number by number, as docs/metrics/numbers.md states them for figures read from
+    running text (no table unit): the same amount within half the coarser displayed step, a year only as
+    that year, the same sign (zero has none), units that agree (equal, or a plain figure against a
+    currency or a count; a percentage or points only against the same) and periods that agree (equal, or
+    of another kind, or not named on one side)."""
 
-    def sig(step: float, mag: float) -> int:
-        return 1 if mag <= 0 else max(1, int(math.floor(math.log10(mag) - math.log10(step) + 1e-9)) + 1)
+    def unit_ok(a: str, b: str) -> bool:
+        if a == b:
+            return True
+        rates = ("%", "pp")
+        return a not in rates and b not in rates and (a == "" or b == "")
+
+    def period_ok(a: str, b: str) -> bool:
+        return not a or not b or a == b or a.split(":")[0] != b.split(":")[0]
 
     out = []
     for m in pool.nums:
-        hit = False
-        for k in range(-3, 4):
-            x, xs = n.magnitude * 1000.0**k, n.step * 1000.0**k
-            near = abs(m.magnitude - x) <= 0.5 * max(m.step, xs) + 1e-9 * max(m.magnitude, x)
-            if k:
-                scalable = sig(n.step, n.magnitude) >= 2 and not n.yearlike
-                near = near and scalable and sig(m.step, m.magnitude) >= 2 and not m.yearlike
-            else:
-                near = near and (m.yearlike == n.yearlike or m.magnitude == x)
-            hit = hit or near
-        out.append(hit)
+        near = abs(m.magnitude - n.magnitude) <= 0.5 * max(m.step, n.step) + 1e-9 * max(
+            m.magnitude, n.magnitude
+        )
+        near = near and (m.yearlike == n.yearlike or m.magnitude == n.magnitude)
+        signs = m.value == 0 or n.value == 0 or (m.value < 0) == (n.value < 0)
+        out.append(near and signs and unit_ok(m.unit, n.unit) and period_ok(m.period, n.period))
     return out
 
 
@@ -90,7 +97,9 @@ def test_matches_many_is_the_rule_for_every_number_of_a_real_filing(corpus):
     text = html.parse(str(filing)).getroot().text_content()
     nums = numbers_in(text)
     pool = NumberPool(nums[: len(nums) // 2])
-    queries = nums[len(nums) // 2 :][:400] + numbers_in("in 2024, 7 units, 1.2 billion, 1,200, 12.5% and 0")
+    queries = nums[len(nums) // 2 :][:400] + numbers_in(
+        "in 2024, 7 units, 1.2 billion, 1,200, (1,200), 12.5%, a 12.5% decline, $3 million in fiscal 2024, 0"
+    )
     many = pool.matches_many(queries)
     assert many.shape == (len(queries), len(pool)) and many.any()
     for i, n in enumerate(queries):

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from tasks.markdown.document import heading_of, parse, split_row, title_block
-from tasks.markdown.numbers import Num, numbers_in
+from tasks.markdown.numbers import PERCENT, POINTS, Num, header_period, numbers_in
 from tasks.markdown.text import split_sentences
 
 __all__ = [
@@ -22,9 +22,15 @@ __all__ = [
     "clean",
     "fix_dates",
     "heading_title",
+    "markdown_numbers",
     "markdown_pieces",
     "md_blocks",
     "numbers",
+    "row_figures",
+    "row_parts",
+    "stated_scale",
+    "table_cell_figures",
+    "unit_note",
     "strong_numbers",
 ]
 
@@ -98,6 +104,40 @@ _SCALE_NOTE = re.compile(
 _YEAR_CELL = re.compile(r"^(?:19|20)\d\d$")
 
 
+# a table's stated unit: "(In millions)", "($ in millions, except per share data)", "(dollars in thousands)",
+# "The following table presents revenue (in millions):"
+_STATED = re.compile(
+    r"\((?:[^()]*?\b)?in\s+(?P<scale>thousands|millions|billions)\b[^()]*\)"
+    r"|\b(?:dollars|amounts|\$)\s+in\s+(?P<scale2>thousands|millions|billions)\b",
+    re.I,
+)
+_STATED_SHARES = re.compile(r"\bshares\b[^()]*?\bin\s+(?P<scale>thousands|millions)\b", re.I)
+_FACTORS = {"thousands": 1e3, "millions": 1e6, "billions": 1e9}
+_PER_SHARE = re.compile(r"\bper[- ](?:common |diluted |basic |ordinary )?share\b", re.I)
+_SHARES = re.compile(r"\bshares\b", re.I)
+_PERCENT_HEAD = re.compile(r"%|\bpercent(?:age)?s?\b|\bbasis points\b|\bbps\b", re.I)
+_LOSS_LABEL = re.compile(r"\b(?:loss(?:es)?|deficit)\b", re.I)
+_GAIN_LABEL = re.compile(r"\b(?:income|gains?|profits?|earnings)\b|\((?:[^()]*\b)?loss(?:es)?\)", re.I)
+_CURRENCY_SIGN = re.compile(r"[$€£¥]")
+
+
+def stated_scale(text: str) -> tuple[float, float] | None:
+    """(scale of amounts, scale of share counts) a table's stated unit gives, from a note such as
+    "(In millions, except number of shares, which are reflected in thousands, and per-share amounts)";
+    None when `text` states none."""
+    m = _STATED.search(text)
+    if not m:
+        return None
+    scale = _FACTORS[(m.group("scale") or m.group("scale2")).lower()]
+    sh = _STATED_SHARES.search(text)
+    return scale, (_FACTORS[sh.group("scale").lower()] if sh else scale)
+
+
+def _is_note(text: str) -> bool:
+    """A short paragraph stating a table's unit (it may precede the table, with "(Unaudited)" between)."""
+    return len(text.split()) <= 80 and stated_scale(text) is not None
+
+
 def _header_like(row: list[str]) -> bool:
     """A row continuing the header: empty first cell, other cells words or years (not figures)."""
     if row[0] or not any(row[1:]):
@@ -147,7 +187,8 @@ def fix_dates(text: str) -> str:
 
 # labels that are not information: footnote markers glued to a word or opening a note ("income(1)",
 # "(2) Includes ..."), fair-value hierarchy levels ("Level 2")
-_IGNORED = re.compile(r"(?<=[A-Za-z)\]])\(\d{1,2}\)|^\s*\(\d{1,2}\)|\bLevel\s+[1-3]\b")
+# (a cell "(12)" alone is a negative figure, not a note marker)
+_IGNORED = re.compile(r"(?<=[A-Za-z)\]])\(\d{1,2}\)|^\s*\(\d{1,2}\)(?=\s*[A-Za-z])|\bLevel\s+[1-3]\b")
 
 
 def numbers(text: str) -> tuple[Num, ...]:
@@ -192,15 +233,129 @@ def _headers(rows: list[list[str]], width: int) -> tuple[list[str], int]:
     return [fix_dates(" ".join(x for x in (fr[c] for fr in filled) if x)) for c in range(width)], k
 
 
-def _table_pieces(block: Block) -> list[Piece]:
+def table_cell_figures(
+    cell: str, header: str, label: str, stated: tuple[float, float] | None, context: str = ""
+) -> tuple[Num, ...]:
+    """The figures of a value cell read with its table: the stated unit scales amounts and share counts
+    (not per-share amounts, percentages or years), a percent column or row makes its plain figures
+    percentages, a row of shares makes them share counts, a loss row makes them negative (a loss is a
+    negative amount however it is shown: "(45)" there stays -45) and the column header gives the
+    period (docs/metrics/numbers.md, "Tables"). `context`: the label of the label-only row above ("Net
+    income per share:" over "Diluted"); a loss in it counts for a per-share row only ("Adjustments to
+    reconcile net loss to net cash ..." does not make depreciation a loss)."""
+    out = []
+    period = header_period(header)
+    own_label, label = label, f"{context} {label}".strip()
+    per_share = bool(_PER_SHARE.search(label) or _PER_SHARE.search(header)) and not _SHARES.search(label)
+    shares = bool(_SHARES.search(label)) and not per_share
+    percent = bool(_PERCENT_HEAD.search(_STATED.sub("", header)) or _PERCENT_HEAD.search(label))
+    named = label if per_share else own_label
+    loss = bool(_LOSS_LABEL.search(named)) and not _GAIN_LABEL.search(named)
+    money = bool(_CURRENCY_SIGN.search(cell))
+    for n in numbers(cell):
+        if n.yearlike and not n.unit:
+            out.append(n)
+            continue
+        changes: dict = {}
+        if not n.period and period:
+            changes["period"] = period
+        if percent and not n.unit and not money:
+            changes.update(unit=PERCENT, percent=True)
+        elif shares and not n.unit and not money:
+            changes["unit"] = "count:share"
+        unit = changes.get("unit", n.unit)
+        if stated and unit not in (PERCENT, POINTS) and not n.worded and not per_share:
+            f = stated[1] if shares else stated[0]
+            changes.update(value=n.value * f, step=n.step * f, implied=f)
+        if loss and n.value > 0:
+            changes["value"] = -changes.get("value", n.value)
+        out.append(n.replace(**changes) if changes else n)
+    return tuple(out)
+
+
+_WORDS_OF = {1e3: "thousands", 1e6: "millions", 1e9: "billions"}
+_UNIT_NOTE = re.compile(
+    r"(?:^|; )(\(in (?:thousands|millions|billions)(?:, shares in (?:thousands|millions))?\))$"
+)
+
+
+def unit_note(stated: tuple[float, float]) -> str:
+    """The canonical note of a stated unit, as a table row's text ends with it: "(in millions)", "(in
+    millions, shares in thousands)"."""
+    scale, shares = stated
+    extra = f", shares in {_WORDS_OF[shares]}" if shares != scale else ""
+    return f"(in {_WORDS_OF[scale]}{extra})"
+
+
+def row_parts(text: str, source: str) -> tuple[str, str, list[tuple[str, str]], tuple[float, float] | None]:
+    """(label, context, [(column header, value)], stated unit) of a table-row piece, read back from its text
+    ("<context>: <label> | <header>: <value>; ...[; (in millions)]") with its raw row's cells as anchors:
+    a row's text says all a reader needs to read its figures (docs/metrics/numbers.md, "Tables")."""
+    raw = cells(source)
+    if not raw:
+        return "", "", [], None
+    label, values = raw[0], [v for v in raw[1:] if v]
+    head, sep, rest = text.partition(" | ")
+    if not sep:
+        head, rest = ("", text) if values else (text, "")
+    stated = None
+    m = _UNIT_NOTE.search(rest)
+    if m and not any(v == m.group(1) for v in values[-1:]):
+        stated, rest = stated_scale(m.group(1)), rest[: m.start()]
+    found: list[tuple[str, str]] = []
+    pos = 0
+    for v in values:
+        idx, start = -1, pos
+        while True:
+            k = rest.find(v, start)
+            if k < 0:
+                break
+            end = k + len(v)
+            if end == len(rest) or rest.startswith("; ", end):
+                idx = k
+                break
+            start = k + 1
+        if idx < 0:
+            found.append(("", v))
+            continue
+        part = rest[pos:idx]
+        found.append(((part[:-2] if part.endswith(": ") else part).strip(), v))
+        pos = idx + len(v) + 2
+    context = ""
+    if label and head.endswith(label) and len(head) > len(label):
+        context = head[: -len(label)].rstrip().rstrip(":").strip()
+    return label, context, found, stated
+
+
+def row_figures(text: str, source: str) -> list[tuple[Num, str]]:
+    """The figures of a table-row piece, each with the cell it is read from: those of its label as
+    written, those of its value cells read with the table (`table_cell_figures`: the stated unit and the
+    column header the row's text holds). The same from the row's text and raw line wherever they go (a
+    unit or claim exported and graded again reads as it did when it was cut)."""
+    label, context, pairs, stated = row_parts(text, source)
+    out = [(n, label) for n in numbers(label)] if label else []
+    for header, v in pairs:
+        if not _SCALE_NOTE.match(v):
+            out.extend((n, v) for n in table_cell_figures(v, header, label, stated, context))
+    return out
+
+
+def _table_pieces(block: Block, stated_before: str = "") -> list[Piece]:
+    """The data rows of a table as pieces; `stated_before`: a note above the table stating its unit."""
     rows = [cells(ln) for ln in block.lines]
     raw_rows = [block.lines[0]] + block.lines[2:]
     rows = [rows[0]] + rows[2:]
     width = max(len(r) for r in rows)
     rows = [r + [""] * (width - len(r)) for r in rows]
     headers, k = _headers(rows, width)
+    # the table's stated unit: a header cell, a row label or a cell that is a note, else the note above
+    own_note = next((c for i, r in enumerate(rows) for c in (r if i < k else r[:1]) if c and _is_note(c)), "")
+    if not own_note:
+        own_note = next((c for r in rows[k:] for c in r[1:] if c and _SCALE_NOTE.match(c)), "")
+    stated = stated_scale(own_note or stated_before)
     out: list[Piece] = []
     context = ""
+    header_numbers = numbers(" ".join(headers))
     for raw, row in zip(raw_rows[k:], rows[k:], strict=True):
         label, values = row[0], row[1:]
         if width == 1:
@@ -212,11 +367,13 @@ def _table_pieces(block: Block) -> list[Piece]:
                 context = label
             continue
         parts = [f"{headers[c + 1]}: {v}" if headers[c + 1] else v for c, v in enumerate(values) if v]
+        if stated:  # the table's unit, written into the row so that the row's text says what it shows
+            parts.append(unit_note(stated))
         head = f"{context.rstrip(':').strip()}: {label}" if context and label else (label or context)
         text = f"{head} | " + "; ".join(parts) if head else "; ".join(parts)
-        own = tuple(n for x in (label, *values) if x for n in numbers(x))
-        header_text = " ".join(headers)
-        out.append(Piece("row", text, raw.strip(), block.path, own, numbers(f"{text} {header_text}")))
+        own = tuple(n for n, _ in row_figures(text, raw))
+        around = numbers(context) + header_numbers
+        out.append(Piece("row", text, raw.strip(), block.path, own, own + around))
     return out
 
 
@@ -235,21 +392,71 @@ def _prose_piece(kind: str, sentence: str, path: tuple[str, ...]) -> Piece:
     return Piece(kind, sentence, sentence, path, nums, nums)
 
 
-def markdown_pieces(markdown: str) -> list[Piece]:
-    """Every piece of a Markdown report, in order; headings, the title and fenced code are not pieces."""
-    return list(_pieces(markdown))
+def markdown_pieces(markdown: str, stated: str = "") -> list[Piece]:
+    """Every piece of a Markdown report, in order; headings, the title and fenced code are not pieces.
+    `stated`: a note stating the unit of a table at the start of `markdown` that carries none (a note
+    that a passage of a grounding document left in the passage before)."""
+    return list(_pieces(markdown, stated))
+
+
+def markdown_numbers(markdown: str, stated: str = "", *, cache: bool = True) -> list[Num]:
+    """Every figure of a Markdown text: table cells read with their table (stated unit, column periods)
+    and the figures of their column headers, prose, lists, captions, headings and code read as written.
+    `cache`: keep the reading of whole documents (read again for every system); False for many small
+    passages read once."""
+    return list(_numbers_cached(markdown, stated) if cache else _numbers(markdown, stated))
+
+
+@functools.lru_cache(maxsize=512)
+def _numbers_cached(markdown: str, stated: str) -> tuple[Num, ...]:
+    return _numbers(markdown, stated)
+
+
+def _numbers(markdown: str, stated: str) -> tuple[Num, ...]:
+    out: list[Num] = []
+    for b, note in _with_notes(md_blocks(markdown), stated):
+        if b.kind == "table":
+            out.extend(n for p in _table_pieces(b, note) for n in p.context_numbers)
+        elif b.kind == "text":  # read as its pieces read it: lines joined, quote marks dropped
+            out.extend(numbers(" ".join(ln.strip().lstrip(">").strip() for ln in b.lines)))
+        elif b.kind == "list":
+            out.extend(n for item in b.items for n in numbers(item))
+        else:
+            out.extend(numbers(b.raw))
+    return tuple(out)
+
+
+def _with_notes(blocks: list[Block], stated: str) -> list[tuple[Block, str]]:
+    """Each block with the note stating a unit that applies to it (tables only; `stated` at the start): a
+    short paragraph stating a unit holds for the next table, across short paragraphs ("(Unaudited)") and
+    tables; a heading, a longer paragraph or another block ends it."""
+    out = []
+    note = stated
+    for b in blocks:
+        out.append((b, note if b.kind == "table" else ""))
+        if b.kind == "table":
+            continue
+        if b.kind == "text":
+            text = " ".join(ln.strip().lstrip(">").strip() for ln in b.lines)
+            if _is_note(text):
+                note = text
+            elif len(text.split()) > 12:
+                note = ""
+        else:
+            note = ""
+    return out
 
 
 # The same report is read by several families and judges of a run (the gold report Y by every one of
 # them, per system); pieces are immutable, so one reading serves them all.
 @functools.lru_cache(maxsize=256)
-def _pieces(markdown: str) -> tuple[Piece, ...]:
+def _pieces(markdown: str, stated: str = "") -> tuple[Piece, ...]:
     out: list[Piece] = []
-    for b in md_blocks(markdown):
+    for b, note in _with_notes(md_blocks(markdown), stated):
         if b.kind in ("title", "heading", "code"):
             continue
         if b.kind == "table":
-            out.extend(_table_pieces(b))
+            out.extend(_table_pieces(b, note))
         elif b.kind == "list":
             for item in b.items:
                 out.extend(_prose_piece("item", s, b.path) for s in _sentences(item))

@@ -23,17 +23,18 @@ from schemas.config import LLMSettings
 from schemas.scoring import UNIT_TYPES, InfoUnit, ItemScore, MetricResult
 from tasks.errors import FrameInputError
 from tasks.markdown.chunks import Atom, atoms, pack, section_of, size
+from tasks.markdown.direction import direction
 from tasks.markdown.document import is_heading
 from tasks.markdown.numbers import Num, NumberPool
 from tasks.markdown.pieces import (
     DATE,
     Block,
     Piece,
-    cells,
     clean,
     markdown_pieces,
     md_blocks,
     numbers,
+    row_figures,
     strong_numbers,
 )
 from tasks.markdown.text import terms
@@ -77,18 +78,30 @@ _PLACEHOLDER, _NO_CONTENT, _BOILERPLATE, _FINDING, _METHOD, _EVENT = (
 )
 
 
-def _figures(content: str, source: str) -> tuple[list[Num], bool]:
-    """A unit's numbers and whether one of them is strong; a table row (its source is a pipe-table line):
-    the numbers of its label and cells, not of the column headers in its content."""
+def _weak_flags(text: str) -> tuple[list[Num], list[bool]]:
+    strong = {(n.start, n.end) for n in strong_numbers(text)}
+    nums = list(numbers(text))
+    return nums, [(n.start, n.end) not in strong for n in nums]
+
+
+def _figures(content: str, source: str) -> tuple[list[Num], list[bool]]:
+    """A unit's numbers, each with its weak flag (a year, a date, math or a cross-reference); a table row
+    (its source is a pipe-table line): the numbers of its label and cells read with the table (its stated
+    unit and column headers, which the row's text holds), not those of the column headers themselves."""
     if source.strip().startswith("|"):
-        row = [c for c in cells(source) if c]
-        return [n for c in row for n in numbers(c)], any(strong_numbers(c) for c in row)
-    return list(numbers(content)), bool(strong_numbers(content))
+        figs = row_figures(content, source)
+        spans = {cell: {(n.start, n.end) for n in strong_numbers(cell)} for cell in {c for _, c in figs}}
+        return [n for n, _ in figs], [(n.start, n.end) not in spans[c] for n, c in figs]
+    return _weak_flags(content)
+
+
+def _strong(weak: Sequence[bool]) -> bool:
+    return not all(weak)
 
 
 def _unit_type(p: Piece) -> str:
     """The type rule of docs/metrics/coverage.md ("Units")."""
-    if _figures(p.text, p.source)[1]:
+    if _strong(_figures(p.text, p.source)[1]):
         return "statistic"
     if p.kind == "row":
         return "entity"
@@ -214,8 +227,10 @@ class _Plan:
 
     nums: list[Num]  # the unit's numbers
     strong: bool  # one of them is strong
+    weak: np.ndarray  # per number: a year, a date, math or a cross-reference
     hits: np.ndarray  # (numbers x segments): the number appears in the segment
     same: int | None  # the segment with the unit's text verbatim and all its numbers
+    gate: np.ndarray  # (segments): 0 where the segment states the opposite direction, else 1
 
 
 def _plans(units: list[InfoUnit], segs: list[Piece]) -> list[_Plan]:
@@ -226,6 +241,7 @@ def _plans(units: list[InfoUnit], segs: list[Piece]) -> list[_Plan]:
     for i, seg in enumerate(segs):
         first_of.setdefault(_key(seg.text), i)
     figures = [_figures(u.content, u.source_sentence) for u in units]
+    seg_dirs = np.array([direction(s.text) for s in segs], dtype=np.int8)
     # every unit's numbers looked up at once: (numbers of all units) x (segments holding a match)
     flat = [n for nums, _ in figures for n in nums]
     seg_hits = np.zeros((len(flat), len(segs)), dtype=bool)
@@ -233,14 +249,26 @@ def _plans(units: list[InfoUnit], segs: list[Piece]) -> list[_Plan]:
     seg_hits[rows, owner[cols]] = True
     plans = []
     row = 0
-    for u, (nums, strong) in zip(units, figures, strict=True):
+    for u, (nums, weak) in zip(units, figures, strict=True):
         hits = seg_hits[row : row + len(nums)].copy()
         row += len(nums)
         same = first_of.get(_key(u.content))
         if same is not None and not hits[:, same].all():
             same = None
-        plans.append(_Plan(nums, strong, hits, same))
+        d = direction(u.content)
+        gate = (seg_dirs != -d).astype(np.float64) if d else np.ones(len(segs))
+        plans.append(_Plan(nums, _strong(weak), np.array(weak, dtype=bool), hits, same, gate))
     return plans
+
+
+def _share(hits: np.ndarray, weak: np.ndarray) -> np.ndarray:
+    """Per segment: share of the strong numbers it holds x share of the weak ones (each 1 when there is
+    none): a right year does not make up for a wrong figure, nor a right figure for a wrong year."""
+    out = np.ones(hits.shape[1])
+    for rows in (~weak, weak):
+        if rows.any():
+            out *= hits[rows].mean(axis=0)
+    return out
 
 
 def _graded(u: InfoUnit, plan: _Plan, c: np.ndarray, segs: list[Piece]) -> ItemScore:
@@ -252,13 +280,15 @@ def _graded(u: InfoUnit, plan: _Plan, c: np.ndarray, segs: list[Piece]) -> ItemS
     else:
         if nums:
             lo, hi = NUMBER_RAMP if strong else PROSE_RAMP
-            score = hits.mean(axis=0) * _ramp(c, lo, hi)
+            score = _share(hits, plan.weak) * _ramp(c, lo, hi) * plan.gate
         else:
-            score = _ramp(c, *PROSE_RAMP)
+            score = _ramp(c, *PROSE_RAMP) * plan.gate
         # best segment: highest score, then highest cosine, then earliest
         best = int(np.lexsort((np.arange(len(segs)), -c, -score))[0])
         value = min(1.0, max(0.0, float(round(score[best], 6))))
         cosine = f"cosine {c[best]:.3f}"
+        if not plan.gate[best]:
+            cosine += ", opposite direction"
     if nums:
         found = [n.text for k, n in enumerate(nums) if hits[k, best]]
         missing = [n.text for k, n in enumerate(nums) if not hits[k, best]]

@@ -28,10 +28,28 @@ from tasks.errors import FrameInputError
 from tasks.ground.load import grounding_set_from_rows
 from tasks.llm.prompts import render
 from tasks.lru import BoundedLRU
-from tasks.markdown.document import code_mask, heading_of, split_row
+from tasks.markdown.direction import opposite
+from tasks.markdown.document import code_mask, heading_of
 from tasks.markdown.document import title as markdown_title
-from tasks.markdown.numbers import Num, NumberPool, derivation, numbers_in
-from tasks.markdown.pieces import DATE, MATH, fix_dates, markdown_pieces
+from tasks.markdown.numbers import (
+    PERCENT,
+    POINTS,
+    Num,
+    NumberPool,
+    derivation,
+    numbers_in,
+    periods_agree,
+    units_agree,
+)
+from tasks.markdown.pieces import (
+    DATE,
+    MATH,
+    fix_dates,
+    markdown_numbers,
+    markdown_pieces,
+    row_figures,
+    stated_scale,
+)
 from tasks.markdown.text import split_sentences, terms
 from tasks.score.evidence import Piece, cut, pick, relevance
 from tasks.score.judges import (
@@ -75,6 +93,7 @@ DERIVE_POOL = 40  # at most this many distinct magnitudes in a derivation pool
 # an embed-ahead pass walks every set of a run before the score tasks walk them again
 GROUND_CACHE, GROUND_CACHE_CHARS = 64, 24_000_000
 CLAIMS_KEPT = 512  # reports whose extracted claims a judge keeps (the embed task's, for the score tasks)
+NOTE_WORDS = 80  # a passage of at most this many words stating a unit states it for the table after it
 
 # the LLM judge (docs/metrics/faithfulness.md, "Evidence of the LLM judge")
 BATCH_CLAIMS = 10
@@ -131,17 +150,31 @@ def _figures_of(text: str) -> list[tuple[Num, bool]]:
     return out
 
 
+def _row_figures_of(content: str, source: str) -> list[tuple[Num, bool]]:
+    """(figure, weak) of a table-row claim: its cells read with the table (`pieces.row_figures`: stated
+    unit, column periods), cross-references and citation markers left out as in `_figures_of`."""
+    out: list[tuple[Num, bool]] = []
+    seen: dict[str, dict[tuple[int, int], bool]] = {}
+    for n, cell in row_figures(content, source):
+        if cell not in seen:
+            seen[cell] = {(m.start, m.end): w for m, w in _figures_of(cell)}
+        weak = seen[cell].get((n.start, n.end))
+        if weak is not None:
+            out.append((n, weak))
+    return out
+
+
 def _claim_figs(content: str, source: str = "") -> tuple[list[Num], list[bool]]:
     """The distinct figures a claim asserts, each with its weak flag (weak only if every occurrence is)."""
     if source.strip().startswith("|"):
-        found = [x for c in split_row(source) if c for x in _figures_of(c)]
+        found = _row_figures_of(content, source)
     else:
         found = _figures_of(content)
-    index: dict[tuple[float, float, bool], int] = {}
+    index: dict[tuple, int] = {}
     out: list[Num] = []
     weak: list[bool] = []
     for n, w in found:
-        key = (n.magnitude, n.step, n.percent)
+        key = n.key
         if key in index:
             weak[index[key]] = weak[index[key]] and w
             continue
@@ -152,8 +185,8 @@ def _claim_figs(content: str, source: str = "") -> tuple[list[Num], list[bool]]:
 
 
 def claim_figures(content: str, source: str = "") -> list[Num]:
-    """The figures a claim asserts (docs/metrics/faithfulness.md, "Figures"), distinct by magnitude,
-    precision and percent mark."""
+    """The figures a claim asserts (docs/metrics/faithfulness.md, "Figures"), distinct by what they say
+    (signed value, precision, unit, period, scale)."""
     return _claim_figs(content, source)[0]
 
 
@@ -255,6 +288,7 @@ class _Unit:
     text: str
     source: str
     terms: frozenset[str]
+    figs: tuple[Num, ...] = ()  # its strong figures, read with its table
 
 
 @dataclass
@@ -265,6 +299,7 @@ class _Analysis:
     verbatim: int | None
     weak: list[bool] = field(default_factory=list)  # per figure: a year, a date part or inside math
     units: list[_Unit] = field(default_factory=list)
+    gates: list[float] = field(default_factory=list)  # per unit: 0 when it states the opposite direction
     cos: list[float] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)
     best: int = -1  # index into units
@@ -277,6 +312,12 @@ class _Analysis:
     def text_support(self, cos: float) -> float:
         """ramp(cos) with the ramp of the claim's kind (docs/metrics/faithfulness.md)."""
         return _ramp(cos, *(NUMBER_RAMP if self.strong else PROSE_RAMP))
+
+    def unit_texts(self) -> list[float]:
+        """Each unit's text support (1 for the verbatim unit), 0 where it states the opposite direction."""
+        if self.verbatim is not None:
+            return [1.0] * len(self.cos)
+        return [self.text_support(c) * g for c, g in zip(self.cos, self.gates, strict=True)]
 
     def combine(self, numbers: float, text: float) -> float:
         """The score formula (docs/metrics/faithfulness.md): figures gate, text modulates."""
@@ -309,10 +350,25 @@ class _Ground:
         for s in norms:
             self.starts.append(pos)
             pos += len(s) + 1
+        # a table passage whose unit is stated by a short passage above it ("(In millions)" then
+        # "(Unaudited)" then the table): that note, for reading its cells
+        self.stated: list[str] = []
+        note, doc = "", None
+        for p in self.passages:
+            if p.doc_id != doc:
+                note, doc = "", p.doc_id
+            self.stated.append(note if p.kind == "table" else "")
+            if p.kind == "table":
+                continue  # the note stays for a table that continues this one
+            words = len(p.text.split())
+            if p.kind == "text" and words <= NOTE_WORDS and stated_scale(p.text) is not None:
+                note = p.text
+            elif p.kind != "text" or words > 12:  # "(Unaudited)" between a note and its table keeps it
+                note = ""
         nums: list[Num] = []
         owner: list[int] = []
         for i, p in enumerate(self.passages):
-            found = numbers_in(fix_dates(p.text))
+            found = markdown_numbers(p.text, self.stated[i], cache=False)
             nums.extend(found)
             owner.extend([i] * len(found))
         self.pool = NumberPool(nums)
@@ -320,7 +376,7 @@ class _Ground:
         self.owner = np.array(owner, dtype=np.int64)
         self.common = max(COMMON_MIN, int(COMMON_SHARE * len(self.passages)))
         self._units: dict[int, list[_Unit]] = {}
-        self._owners: dict[tuple[float, float, bool, bool], frozenset[int]] = {}
+        self._owners: dict[tuple, frozenset[int]] = {}
         self.memo: dict[tuple[str, str], _Analysis] = {}
         self.lock = threading.Lock()
 
@@ -328,8 +384,15 @@ class _Ground:
         got = self._units.get(i)
         if got is None:
             got = [
-                _Unit(i, k, pc.text, pc.source, frozenset(terms(pc.text)))
-                for k, pc in enumerate(markdown_pieces(self.passages[i].text))
+                _Unit(
+                    i,
+                    k,
+                    pc.text,
+                    pc.source,
+                    frozenset(terms(pc.text)),
+                    tuple(_strong_figures(pc.text, pc.source)),
+                )
+                for k, pc in enumerate(markdown_pieces(self.passages[i].text, self.stated[i]))
                 if pc.text.strip()
             ]
             if not got:  # a passage the walk does not cut (e.g. a code block): one unit
@@ -341,8 +404,9 @@ class _Ground:
     def owners(self, n: Num, precise: bool = False) -> frozenset[int]:
         """Passages holding a number of G that states `n`: ``NumberPool`` matching, by a number shown with
         at least the significant digits `n` claims ("12" does not state 12.5%, "23.9" does not state
-        23,867; "1,200" does state $1.2 billion); `precise` (elsewhere in G): the same percent mark too."""
-        key = (n.magnitude, n.step, n.percent, precise)
+        23,867; "1,200" in a table stated in millions does state $1.2 billion); `precise` (elsewhere in G):
+        the same percent mark too."""
+        key = (n.key, precise)
         got = self._owners.get(key)
         if got is None:
             mask = self.pool.matches(n)
@@ -427,20 +491,25 @@ def _derive(target: Num, pool: Sequence[Num]) -> str | None:
     typed operands so that an expression means something:
 
     * a percentage: a share or percent change of two amounts (100 * a / b, 100 * (a - b) / b), or a
-      sum / difference of two percentages (percentage points);
-    * any other figure (two or more significant digits): a sum or difference of two amounts, also at a
-      scale of 1000^k ("$95.4 billion" = 68,714 + 26,645 in a table in millions); a ratio a / b only for
-      a figure of three or more significant digits (per-share amounts).
+      sum / difference of two percentages;
+    * percentage points (and basis points): a sum / difference of two percentages or of two such figures;
+    * any other figure (two or more significant digits): a sum or difference of two amounts of its unit
+      (a plain figure against any amount unit) and period, at their stated scale ("$95.4 billion" =
+      68,714 + 26,645 in a table stated in millions; a figure of unstated scale also from the figures as
+      written, never at another factor of 1000); a ratio a / b only for a figure of three or more
+      significant digits (per-share amounts).
 
     A one-digit figure that is not a percentage is never derived: nearly any pool yields it.
     """
-    amounts = [m for m in pool if not m.percent]
-    if target.percent:
-        expr = derivation(target, amounts, limit=DERIVE_POOL)
-        if expr is not None and expr.startswith("100 *"):
-            return expr
+    amounts = [m for m in pool if m.unit not in (PERCENT, POINTS)]
+    if target.percent or target.unit == POINTS:
+        if target.percent:
+            expr = derivation(target, amounts, limit=DERIVE_POOL)
+            if expr is not None and expr.startswith("100 *"):
+                return expr
         as_amount = Num(target.text, target.value, target.step, False, target.start, target.end)
-        expr = derivation(as_amount, [m for m in pool if m.percent], limit=DERIVE_POOL)
+        rates = [m for m in pool if m.unit in (PERCENT, target.unit)]
+        expr = derivation(as_amount, rates, limit=DERIVE_POOL)
         return expr if expr is not None and ("+" in expr or "-" in expr) and "/" not in expr else None
     if _sig(target) < 2:
         return None
@@ -453,15 +522,17 @@ def _derive(target: Num, pool: Sequence[Num]) -> str | None:
             return "{a} / {b}" in allowed
         return True
 
-    expr = derivation(target, amounts, limit=DERIVE_POOL)
+    # operands of its unit and of its period (a sum of this year's figures, not of last year's)
+    same_unit = [
+        m for m in amounts if units_agree(target.unit, m.unit) and periods_agree(target.period, m.period)
+    ]
+    expr = derivation(target, same_unit, limit=DERIVE_POOL)
     if kind(expr):
         return expr
-    for k in (1, 2, 3, -1, -2, -3):
-        f = 1000.0**k
-        scaled = Num(target.text, target.value / f, target.step / f, False, target.start, target.end)
-        expr = derivation(scaled, amounts, limit=DERIVE_POOL)
-        if expr is not None and not expr.startswith("100 *") and "/" not in expr:
-            return f"({expr}) x 1000^{k}"
+    if target.bare and any(m.implied != 1.0 for m in same_unit):
+        expr = derivation(target, [m.written() for m in same_unit], limit=DERIVE_POOL)
+        if kind(expr):
+            return expr
     return None
 
 
@@ -514,6 +585,8 @@ class OfflineFaithfulnessJudge:
                 ]
             else:
                 a.units = g.top_units(claim, a)
+            # a unit stating the opposite direction ("fell" for "rose") gives no text support
+            a.gates = [0.0 if opposite(claim.content, u.text) else 1.0 for u in a.units]
             with g.lock:
                 a = g.memo.setdefault(key, a)
         return a
@@ -559,8 +632,8 @@ class OfflineFaithfulnessJudge:
             cv = vec[claim.content]
             cos = [float(np.clip(np.dot(cv, vec[u.text]), -1.0, 1.0)) for u in units]
         scores = []
-        for u, c in zip(units, cos, strict=True):
-            t = 1.0 if a.verbatim is not None else a.text_support(c)
+        for u, c, gate in zip(units, cos, a.gates, strict=True):
+            t = 1.0 if a.verbatim is not None else a.text_support(c) * gate
             scores.append(a.combine(a.numbers_in_passage(u.passage), t))
         a.cos, a.scores = cos, scores
         if not units:
@@ -576,16 +649,18 @@ class OfflineFaithfulnessJudge:
             1,
             evidence=_trim(g.passages[u.passage].text, u.source),
             evidence_ref=g.doc_id(u.passage),
-            rationale=self._why1(a, u, cos[best], a.verbatim is not None),
+            rationale=self._why1(a, u, cos[best], a.verbatim is not None, a.gates[best]),
         )
 
     @staticmethod
-    def _why1(a: _Analysis, u: _Unit, cos: float, verbatim: bool) -> str:
+    def _why1(a: _Analysis, u: _Unit, cos: float, verbatim: bool, gate: float = 1.0) -> str:
         text = (
             "verbatim in the passage (text support 1)"
             if verbatim
-            else (f"cosine {cos:.3f} -> text support {a.text_support(cos):.3f}")
+            else (f"cosine {cos:.3f} -> text support {a.text_support(cos) * gate:.3f}")
         )
+        if not gate:
+            text += " (the passage states the opposite direction)"
         if not a.figs:
             return f"no figures; {text}"
         found = [n.text for n, o in zip(a.figs, a.owners, strict=True) if u.passage in o]
@@ -642,9 +717,7 @@ class OfflineFaithfulnessJudge:
         windows: list[list[str]] = []
         for a, it, sup in zip(analyses, stage1, support, strict=True):
             # the windows can only matter when full text support would lift the score above stage 1
-            best_text = max(
-                (1.0 if a.verbatim is not None else a.text_support(c) for c in a.cos), default=0.0
-            )
+            best_text = max(a.unit_texts(), default=0.0)
             ceiling = sup[0] if a.figs else 1.0
             windows.append(self._windows(g, a) if best_text < 1.0 and ceiling > it.score else [])
         return analyses, support, windows
@@ -714,8 +787,8 @@ class OfflineFaithfulnessJudge:
             for n, w, wk, st in zip(a.figs, where, a.weak, stated, strict=True)
             if not wk and (w is not None or (st and _sig(n) >= SPECIFIC_DIGITS))
         ]
-        small = _strong_figures(best.text, best.source) + grounded
-        wide = small + [n for u in top for n in _strong_figures(u.text, u.source)]
+        small = list(best.figs) + grounded
+        wide = small + [n for u in top for n in u.figs]
         credits: list[float] = []
         notes: list[str] = []
         for n, w, wk, st in zip(a.figs, where, a.weak, stated, strict=True):
@@ -761,14 +834,16 @@ class OfflineFaithfulnessJudge:
             )
         best = a.units[self._ranked_units(a)[0]]
         # text support: stage-1 units and the combined-evidence windows
-        text_scores = [1.0 if a.verbatim is not None else a.text_support(c) for c in a.cos]
+        text_scores = a.unit_texts()
         t2, how = max(text_scores), f"best unit cosine {max(a.cos):.3f}"
+        if not any(a.gates):
+            how += " (every unit states the opposite direction)"
         cv = vec.get(claim.content)
         for w in windows:
             if cv is None:
                 break
             c = float(np.clip(np.dot(cv, vec[w]), -1.0, 1.0))
-            if a.text_support(c) > t2:
+            if a.text_support(c) > t2 and not opposite(claim.content, w):
                 t2, how = a.text_support(c), f"combined-evidence window cosine {c:.3f}"
         notes: list[str] = []
         if a.figs:

@@ -18,7 +18,14 @@ from rapidfuzz.utils import default_process
 
 from schemas.scoring import GroundingText, MetricResult
 from tasks.markdown.numbers import Num, NumberPool
-from tasks.markdown.pieces import Piece, heading_title, markdown_pieces, md_blocks, numbers, strong_numbers
+from tasks.markdown.pieces import (
+    Piece,
+    heading_title,
+    markdown_numbers,
+    markdown_pieces,
+    md_blocks,
+    strong_numbers,
+)
 from tasks.score.llm_judge import LLMJudge, input_budget
 from tasks.score.metric import Inputs, JudgeEnv, MetricFamily, MetricSpec
 from tasks.tokens import count_tokens, count_tokens_many, get_encoder
@@ -155,7 +162,7 @@ def _share(hits: int, total: int) -> float | None:
 
 def _against_grounding(pieces: list[Piece], grounding: Sequence[GroundingText]) -> dict[str, Any]:
     """Faithfulness and hallucination: the strong figures of R' looked up in G's number pool."""
-    g_pool = NumberPool(n for d in grounding for n in numbers(d.markdown))
+    g_pool = NumberPool(n for d in grounding for n in markdown_numbers(d.markdown))  # tables with their unit
     strong = [_strong(p) for p in pieces]
     hit = g_pool.contains_many([n for nums in strong for n in nums]).tolist()
     found, start = [], 0
@@ -182,7 +189,7 @@ def _against_grounding(pieces: list[Piece], grounding: Sequence[GroundingText]) 
 
 def _completeness(gold: str, generated: str) -> dict[str, Any]:
     """Completeness: Y's strong figures and H2/H3 headings found in R' (else Y's words of 4+ letters)."""
-    r_pool = NumberPool(numbers(generated))
+    r_pool = NumberPool(markdown_numbers(generated))
     y_nums = [n for p in markdown_pieces(gold) for n in _strong(p)]
     y_hits = int(r_pool.contains_many(y_nums).sum())
     y_heads = [_heading_key(t) for lvl, t in _headings(gold) if lvl in (2, 3)]

@@ -23,7 +23,7 @@ from schemas.scoring import ItemScore, MetricResult
 from tasks.errors import FrameInputError
 from tasks.markdown.document import Block, is_separator, parse, split_row, title_block
 from tasks.markdown.numbers import Num, NumberPool, derivation, numbers_in
-from tasks.markdown.pieces import clean
+from tasks.markdown.pieces import clean, stated_scale, table_cell_figures
 from tasks.markdown.text import split_sentences
 from tasks.score.llm_judge import LLMJudge
 from tasks.score.metric import Inputs, JudgeEnv, MetricFamily, MetricSpec
@@ -979,13 +979,26 @@ def _row_pools(doc: _Doc) -> dict[str, list[_Row]]:
     """label -> labelled numeric rows (with the pool of their figures)."""
     out: dict[str, list[_Row]] = {}
     for t in doc.tables:
+        # the table's stated unit ("(In millions)" above it, in a header cell or as a row label) scales its
+        # cells, as every reader of tables does (tasks.markdown.pieces.table_cell_figures)
+        heads = t.header_rows()
+        notes = [t.above, *(c for _, row in heads for c in row), *(row[0] for _, row in t.data_rows() if row)]
+        stated = next((st for c in notes if c and (st := stated_scale(_clean(c))) is not None), None)
+        width = max((len(row) for _, row in heads), default=0)
+        column = [" ".join(_clean(row[i]) for _, row in heads if i < len(row)).strip() for i in range(width)]
         for r, (ln, cells) in enumerate(t.data_rows(), 1):
             if len(cells) < 2:
                 continue
             key = _label_key(cells[0])
             if len(key) < 4 or key in _GENERIC_LABELS or len(key.split()) > 8 or not re.search(r"[a-z]", key):
                 continue
-            nums = [n for c in cells[1:] for n in numbers_in(_clean(c).replace("\\$", "$"))]
+            nums = [
+                n
+                for i, c in enumerate(cells[1:], 1)
+                for n in table_cell_figures(
+                    _clean(c).replace("\\$", "$"), column[i] if i < width else "", _clean(cells[0]), stated
+                )
+            ]
             if nums:
                 out.setdefault(key, []).append(_Row(t, r + t.n_header_rows, ln, cells, NumberPool(nums)))
     return out
