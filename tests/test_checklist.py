@@ -135,3 +135,26 @@ def test_too_few_figures_is_not_applicable():
 def test_moved_right_applies_the_bars(name, before, after, higher, right):
     high = 100.0 if not higher else 1.0
     assert ck.moved_right(name, before, after, 0.0, high, higher) is right
+
+
+def test_changed_share_counts_changed_removed_and_moved_lines():
+    before = "a\nb\n\nc\nd\n"
+    assert ck.changed_share(before, before) == 0.0
+    assert ck.changed_share(before, "a\nb\n") == 0.5  # c and d removed
+    assert ck.changed_share(before, "a\nB\nc\nd\n") == 0.25
+    assert ck.changed_share(before, "c\nd\n\na\nb\n") == 0.5  # two blocks swapped: one counts as moved
+    dropped = ck.perturb("section_dropped", REPORT)
+    assert ck.changed_share(REPORT, dropped) >= ck.MIN_CHANGED
+
+
+def test_every_unclaimed_aspect_is_a_checklist_aspect_with_a_reason():
+    from tasks.score import registry
+
+    aspects = {p.what for p in ck.PERTURBATIONS}
+    for name, spec in registry.specs().items():
+        for aspect, why in spec.unclaimed:
+            assert aspect in aspects, (name, aspect)
+            assert len(why.split()) >= 5, (name, aspect, why)
+    # the issue's own example: structure says it does not read figures; coverage claims figures
+    assert "figures" in dict(registry.spec("structure").unclaimed)
+    assert "figures" not in dict(registry.spec("coverage").unclaimed)

@@ -27,13 +27,19 @@ __all__ = [
     "PRESERVING",
     "STEADY",
     "Perturbation",
+    "MIN_CHANGED",
     "body_figures",
+    "changed_share",
     "filer_titles",
     "moved_right",
     "perturb",
 ]
 
 DROP = 0.05  # a meaning-changing perturbation must lower the score by at least this share of its range
+# ...and it counts only where it changes at least this share of the report's lines, twice DROP: an ideal
+# recall or precision metric then drops by >= 2 x DROP, so a cell below the bar is the metric's fault,
+# not a perturbation too small to see (3 direction words among 200 sentences move no recall by 5%)
+MIN_CHANGED = 0.10
 STEADY = 0.02  # a meaning-preserving one must keep it within this share of its range
 MIN_FIGURES = 3  # a report with fewer body figures (or direction words) has too little to perturb
 
@@ -398,6 +404,19 @@ def perturb(name: str, markdown: str, titles: Mapping[str, Sequence[str]] | None
     if name == "heading_retitled":
         return p.fn(markdown, titles or {})
     return p.fn(markdown)
+
+
+def changed_share(before: str, after: str) -> float:
+    """Share of the non-blank lines of `before` that `after` changes, removes or moves (difflib's longest
+    matching blocks: of two swapped sections, the smaller counts as moved)."""
+    import difflib
+
+    a = [line for line in before.split("\n") if line.strip()]
+    b = [line for line in after.split("\n") if line.strip()]
+    if not a:
+        return 0.0
+    same = sum(m.size for m in difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks())
+    return 1.0 - same / len(a)
 
 
 def moved_right(

@@ -605,9 +605,13 @@ def coverage(
 # ---------------------------------------------------------------- the family
 
 
+# what the metric checklist does not hold a recall to (docs/metrics/robustness.md)
+RECALL_UNCLAIMED = (("order", "a recall of Y's information units, wherever they stand in R'"),)
+
+
 class CoverageFamily(
     SampledFamily,
-    metric=MetricSpec("coverage", group="frame", evidence="recall"),
+    metric=MetricSpec("coverage", group="frame", evidence="recall", unclaimed=RECALL_UNCLAIMED),
     reads="gold",
     judges=(OfflineCoverageJudge, LLMCoverageJudge),
 ):

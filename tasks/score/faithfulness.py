@@ -1375,9 +1375,17 @@ def faithfulness(
 # ---------------------------------------------------------------- the family
 
 
+# what the metric checklist does not hold a precision to (docs/metrics/robustness.md)
+PRECISION_UNCLAIMED = (
+    ("content", "a precision of R's claims: a section left out states nothing false (that is coverage's)"),
+    ("order", "each claim is checked on its own, wherever it stands"),
+    ("tables", "a precision: a table left out states nothing false"),
+)
+
+
 class FaithfulnessFamily(
     SampledFamily,
-    metric=MetricSpec("faithfulness", group="frame", evidence="support"),
+    metric=MetricSpec("faithfulness", group="frame", evidence="support", unclaimed=PRECISION_UNCLAIMED),
     reads="grounding",  # G, not Y: a claim of R' is checked against the grounding documents
     judges=(OfflineFaithfulnessJudge, LLMFaithfulnessJudge),
 ):

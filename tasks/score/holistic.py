@@ -450,11 +450,35 @@ def holistic(
 # ======================================================================== the family
 
 
+# What the metric checklist does not hold the offline proxy's axes to (docs/metrics/robustness.md).
+_NO_WORDS = "the offline proxy reads figures and headings, not direction words"
+_NO_YEARS = "years are not among the figures the offline proxy reads"
+_SHARE = "shares of figures and headings found anywhere, wherever they stand"
+_PRECISE = "a share of R's figures found in G: leaving something out states nothing false"
+_SURFACE = "surface readability checks (headings, sentence length, repetition, raw HTML), not what R' says"
+_UNCLAIMED = {
+    "holistic_completeness": (("directions", _NO_WORDS), ("periods", _NO_YEARS), ("order", _SHARE)),
+    "holistic_faithfulness": (
+        ("directions", _NO_WORDS),
+        ("periods", _NO_YEARS),
+        ("content", _PRECISE),
+        ("order", _SHARE),
+        ("tables", _PRECISE),
+    ),
+    "holistic_understandability": tuple(
+        (a, _SURFACE) for a in ("figures", "directions", "periods", "content", "order", "tables")
+    ),
+}
+_UNCLAIMED["holistic_hallucination"] = _UNCLAIMED["holistic_faithfulness"]
+
+
 class HolisticFamily(MetricFamily):
     """Four direct 1-10 scores of R': the saturation baseline shown beside the other families."""
 
     name = "holistic"
-    metrics = tuple(MetricSpec(m, 1.0, 10.0, saturation_baseline=True) for m in HOLISTIC_METRICS)
+    metrics = tuple(
+        MetricSpec(m, 1.0, 10.0, saturation_baseline=True, unclaimed=_UNCLAIMED[m]) for m in HOLISTIC_METRICS
+    )
     reads = frozenset({"gold", "grounding"})
     summary = "direct 1-10 scores (faithfulness, completeness, understandability, hallucination): a baseline"
 

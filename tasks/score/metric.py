@@ -48,10 +48,10 @@ class MetricSpec:
     # "support" (claims of R' checked against a reference), "" (anything else)
     evidence: str = ""
     saturation_baseline: bool = False  # a direct-score proxy shown beside, never a voter or a ranking
-    # aspects of a report the metric does not look at, each with the reason (("order", "recall of units
-    # wherever they stand"), ...): the metric checklist (tasks/meta/checklist.py) reports these cells as
-    # blind instead of holding them to its bar
-    blind_to: tuple[tuple[str, str], ...] = ()
+    # aspects the metric checklist (tasks/meta/checklist.py, `Perturbation.what`) does not hold it to, each
+    # with the reason: a meaning it does not look at (("order", "recall wherever units stand"), ...) or a
+    # form it grades (a rubric sees paragraphing); docs/metrics/robustness.md prints them as not claimed
+    unclaimed: tuple[tuple[str, str], ...] = ()
 
     @property
     def range(self) -> tuple[float, float]:

@@ -1676,15 +1676,23 @@ def _item_scores(items: list[RubricItem], decisions: list[RubricDecision]) -> li
 RUBRIC_METRICS: tuple[str, ...] = ("rubric", "rubric_g0", "rubric_g1", "rubric_g2")
 
 
+# What the metric checklist does not hold the rubric to (docs/metrics/robustness.md).
+_FORM = (
+    "frame's rubric grades a report's form (gates, layout, presentation, agreement of prose with its own "
+    "tables), not what it says; its section checks compare R' with S, one check of 21"
+)
+_UNCLAIMED = tuple((a, _FORM) for a in ("figures", "directions", "periods", "content", "order", "tables"))
+
+
 class RubricFamily(MetricFamily):
     """Frame's hierarchical rubric (paper 003's layers, frame's items): G0 gates, G1 and G2 checks of R'."""
 
     name = "rubric"
     metrics = (
-        MetricSpec("rubric", 0.0, 100.0, evidence="checks"),
-        MetricSpec("rubric_g0", evidence="checks"),
-        MetricSpec("rubric_g1", 0.0, 100.0, evidence="checks"),
-        MetricSpec("rubric_g2", 0.0, 100.0, evidence="checks"),
+        MetricSpec("rubric", 0.0, 100.0, evidence="checks", unclaimed=_UNCLAIMED),
+        MetricSpec("rubric_g0", evidence="checks", unclaimed=_UNCLAIMED),
+        MetricSpec("rubric_g1", 0.0, 100.0, evidence="checks", unclaimed=_UNCLAIMED),
+        MetricSpec("rubric_g2", 0.0, 100.0, evidence="checks", unclaimed=_UNCLAIMED),
     )
     reads = frozenset({"sample", "context"})
     summary = "frame's hierarchical rubric: G0 gates, G1 form and G2 content checks (score 0-100)"

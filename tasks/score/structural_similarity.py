@@ -389,11 +389,16 @@ def make_node_similarity(
 # ---------------------------------------------------------------- the family
 
 
+_NOT_FIGURES = "compares the tree of sections, tables and lists by type, heading and opening words: what the"
+_NOT_FIGURES += " figures say is coverage's and faithfulness'"
+_UNCLAIMED = tuple((aspect, _NOT_FIGURES) for aspect in ("figures", "directions", "periods"))  # robustness.md
+
+
 class StructureFamily(MetricFamily):
     """Structural similarity of R' to Y: Algorithm 1 over both reports' structure trees."""
 
     name = "structure"
-    metrics = (MetricSpec("structure", group="frame"),)
+    metrics = (MetricSpec("structure", group="frame", unclaimed=_UNCLAIMED),)
     reads = frozenset({"gold"})
     summary = "structural similarity of the two reports' section trees (semantic tree edit, Algorithm 1)"
 
