@@ -38,7 +38,7 @@ from tasks.errors import FrameInputError
 from tasks.markdown.chunks import Atom, atoms, pack, section_of, size
 from tasks.markdown.document import is_heading, is_table_row
 from tasks.markdown.numbers import numbers_in
-from tasks.markdown.pieces import Piece, cells, markdown_pieces
+from tasks.markdown.pieces import Piece, cells, markdown_pieces, row_parts
 from tasks.markdown.text import STOPWORDS, terms
 from tasks.score.coverage import OfflineCoverageJudge
 from tasks.score.judges import MAX_ITEMS, EmbedFn, sample_items
@@ -140,38 +140,14 @@ class _Row:
 
 
 def _row_parts(piece: Piece) -> _Row | None:
-    """Label, context and (header, value) cells of a table-row piece, read back from its text
-    ("<context>: <label> | <header>: <value>; ...") with the raw row's cells as anchors."""
-    raw = cells(piece.source)
-    if not raw:
+    """Label, context and (header, value) cells of a table-row piece (`tasks.markdown.pieces.row_parts`),
+    named by the text before its first " | " ("<context>: <label>")."""
+    if not cells(piece.source):
         return None
-    label, values = raw[0], [v for v in raw[1:] if v]
-    head, sep, rest = piece.text.partition(" | ")
+    label, context, found, _ = row_parts(piece.text, piece.source)
+    head, sep, _ = piece.text.partition(" | ")
     if not sep:
-        head, rest = ("", piece.text) if values else (piece.text, "")
-    found: list[tuple[str, str]] = []
-    pos = 0
-    for v in values:
-        idx, start = -1, pos
-        while True:
-            k = rest.find(v, start)
-            if k < 0:
-                break
-            end = k + len(v)
-            if end == len(rest) or rest.startswith("; ", end):
-                idx = k
-                break
-            start = k + 1
-        if idx < 0:
-            found.append(("", v))
-            continue
-        part = rest[pos:idx]
-        header = part[:-2] if part.endswith(": ") else part
-        found.append((header.strip(), v))
-        pos = idx + len(v) + 2
-    context = ""
-    if label and head.endswith(label) and len(head) > len(label):
-        context = head[: -len(label)].rstrip().rstrip(":").strip()
+        head = "" if found else piece.text
     return _Row(name=head or label, label=label or head, context=context, cells=tuple(found))
 
 
@@ -637,9 +613,8 @@ class OfflineScaffoldJudge:
             rationale=rationale,
         )
 
-    def _faithful(self, gold_markdown: str, segs: list[Piece]) -> tuple[list[Alignment], int]:
-        if not segs or not gold_markdown.strip():
-            return [], 0
+    def _sampled_claims(self, segs: list[Piece]) -> tuple[list[int], list[InfoUnit]]:
+        """The seeded sample of R' pieces F and Fact Focus grade (1-based ids), each as a sentence unit."""
         picked = sample_items(list(range(1, len(segs) + 1)), self.max_sentences, self.seed)
         claims = [
             InfoUnit(
@@ -650,6 +625,12 @@ class OfflineScaffoldJudge:
             )
             for i in picked
         ]
+        return picked, claims
+
+    def _faithful(self, gold_markdown: str, segs: list[Piece]) -> tuple[list[Alignment], int]:
+        if not segs or not gold_markdown.strip():
+            return [], 0
+        picked, claims = self._sampled_claims(segs)
         gold_ids = _sentence_index(markdown_pieces(gold_markdown))
         grades = self._grader.grade(claims, gold_markdown)
         out = []
@@ -670,16 +651,7 @@ class OfflineScaffoldJudge:
         for fid, item in items.items():
             for p in markdown_pieces(item):
                 fact_of.setdefault(p.text, fid)
-        picked = sample_items(list(range(1, len(segs) + 1)), self.max_sentences, self.seed)
-        claims = [
-            InfoUnit(
-                unit_id=i,
-                type="sentence",
-                content=segs[i - 1].text,
-                source_sentence=segs[i - 1].source if segs[i - 1].kind == "row" else "",
-            )
-            for i in picked
-        ]
+        _, claims = self._sampled_claims(segs)
         out = []
         for g in self._grader.grade(claims, "\n".join(items.values())):
             a = self._alignment("sentence", g.index, g.score, g, g.rationale, fact_of)
