@@ -8,11 +8,12 @@ metric and perturbation, the share of applicable instances where it did (n/a: th
 to any instance). A metric names the aspects it is not held to, with the reason
 (`MetricSpec.unclaimed`: a meaning it does not look at, or a form it grades); those cells print as "not
 claimed" and are not held to the bar. A meaning-changing perturbation counts only where it changes >= 10%
-of the report's lines. The bar: every other cell >= 0.95. The named baseline is the unperturbed report's
+of the report's sentences and table rows (directions: of its prose, the reference then being Y without
+tables). The bar: every other cell >= 0.95. The named baseline is the unperturbed report's
 own score.
 
     .venv/bin/python benchmarks/metric_checklist.py [--release data/releases/demo/0.1.0] [--families a,b]
-        [--instances N] [--json out.json] [--markdown docs/metrics/robustness-table.md]
+        [--instances N] [--perturbations a,b] [--json out.json] [--markdown docs/metrics/robustness-table.md]
 
 Heading titles for `heading_retitled` come from the edgar-wide corpus (other filers' titles for the same
 Form item, tasks/meta/checklist.py `filer_titles`).
@@ -56,7 +57,9 @@ def score_all(family, inputs: dict, iid: str, report: str, seed: int) -> dict[st
     return {r.metric: r.value for r in family.score(fam_inputs)}
 
 
-def run(release: Path, names: list[str], limit: int | None, cache: Path) -> dict:
+def run(
+    release: Path, names: list[str], limit: int | None, cache: Path, only: list[str] | None = None
+) -> dict:
     import pandas as pd
 
     rows = pd.read_parquet(release / "instances.parquet").to_dict("records")[: limit or None]
@@ -64,6 +67,7 @@ def run(release: Path, names: list[str], limit: int | None, cache: Path) -> dict
     env = JudgeEnv(ScoreSettings(), None, cache)
     fams = {n: registry.build(n, env) for n in names}
     specs = registry.specs()
+    perts = [p for p in checklist.PERTURBATIONS if not only or p.name in only]
     # cells[(metric, perturbation)] = [moved right?] over applicable instances
     cells: dict[tuple[str, str], list[bool]] = {}
     deltas: dict[tuple[str, str], list[float]] = {}
@@ -71,33 +75,45 @@ def run(release: Path, names: list[str], limit: int | None, cache: Path) -> dict
         bar = progress.add_task("checklist", total=len(rows) * len(fams))
         for row in rows:
             iid, gold = str(row["instance_id"]), str(row["target_markdown"])
-            perturbed = {p.name: checklist.perturb(p.name, gold, titles) for p in checklist.PERTURBATIONS}
-            for pname, text in perturbed.items():  # too small a change to hold any metric to the bar
-                if text is not None and pname in checklist.CHANGING:
-                    if checklist.changed_share(gold, text) < checklist.MIN_CHANGED:
-                        perturbed[pname] = None
+            # per reference (Y, or the part of Y a perturbation is tested on): its perturbed reports
+            by_ref: dict[str, dict[str, str]] = {}
+            for p in perts:
+                ref_text = checklist.reference_of(p.name, gold)
+                text = checklist.perturb(p.name, ref_text, titles)
+                # too small a change to hold any metric to the bar
+                if text is None or (
+                    p.changes_meaning and checklist.changed_share(ref_text, text) < checklist.MIN_CHANGED
+                ):
+                    continue
+                by_ref.setdefault(ref_text, {})[p.name] = text
             for name, fam in fams.items():
                 progress.update(bar, description=f"{name} {iid[:48]}")
-                prepared = fam.prepare(gold) if fam.prepares else None
-                avail = available_inputs(release, row, prepared)
                 seed = instance_seed(0, iid)
-                ref = score_all(fam, avail, iid, gold, seed)
-                for pname, text in perturbed.items():
-                    if text is None:
-                        continue
-                    got = score_all(fam, avail, iid, text, seed)
-                    for metric, before in ref.items():
-                        after = got.get(metric)
-                        if before is None or after is None:
-                            continue
-                        s = specs.get(metric) or registry.spec(metric)
-                        ok = checklist.moved_right(pname, before, after, s.low, s.high, s.higher_is_better)
-                        cells.setdefault((metric, pname), []).append(ok)
-                        span = (s.high - s.low) or 1.0
-                        deltas.setdefault((metric, pname), []).append((after - before) / span)
+                for ref_text, perturbed in by_ref.items():
+                    prepared = fam.prepare(ref_text) if fam.prepares else None
+                    avail = available_inputs(release, {**row, "target_markdown": ref_text}, prepared)
+                    ref = score_all(fam, avail, iid, ref_text, seed)
+                    for pname, text in perturbed.items():
+                        got = score_all(fam, avail, iid, text, seed)
+                        for metric, before in ref.items():
+                            after = got.get(metric)
+                            if before is None or after is None:
+                                continue
+                            s = specs.get(metric) or registry.spec(metric)
+                            ok = checklist.moved_right(
+                                pname, before, after, s.low, s.high, s.higher_is_better
+                            )
+                            cells.setdefault((metric, pname), []).append(ok)
+                            span = (s.high - s.low) or 1.0
+                            deltas.setdefault((metric, pname), []).append((after - before) / span)
                 progress.advance(bar)
     family_of = {m.name: f for f, cls in registry.families().items() for m in cls.metrics}
-    out = {"release": release.name, "instances": len(rows), "cells": []}
+    out = {
+        "release": release.name,
+        "instances": len(rows),
+        "perturbations": [p.name for p in perts],
+        "cells": [],
+    }
     for (metric, pname), oks in sorted(cells.items()):
         unclaimed = dict(registry.spec(metric).unclaimed)
         what = next(p.what for p in checklist.PERTURBATIONS if p.name == pname)
@@ -119,7 +135,7 @@ def run(release: Path, names: list[str], limit: int | None, cache: Path) -> dict
 
 def table(result: dict) -> str:
     """The Markdown table (metric x perturbation) of shares moved right."""
-    perts = [p.name for p in checklist.PERTURBATIONS]
+    perts = result["perturbations"]
     metrics = list(dict.fromkeys(c["metric"] for c in result["cells"]))
     by = {(c["metric"], c["perturbation"]): c for c in result["cells"]}
     head = "| metric | " + " | ".join(perts) + " |"
@@ -144,13 +160,15 @@ def main() -> int:
     ap.add_argument("--release", type=Path, default=ROOT / "data/releases/demo/0.1.0")
     ap.add_argument("--families", default="", help="comma-separated family names (default: all)")
     ap.add_argument("--instances", type=int, default=None, help="only the first N instances")
+    ap.add_argument("--perturbations", default="", help="comma-separated perturbation names (default: all)")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--markdown", type=Path, default=None)
     args = ap.parse_args()
     names = [n for n in args.families.split(",") if n] or list(registry.families())
     cache = Path(os.environ.get("FRAME_CACHE_DIR") or ROOT / "data/cache")
     t0 = time.perf_counter()
-    result = run(args.release, names, args.instances, cache)
+    only = [p for p in args.perturbations.split(",") if p] or None
+    result = run(args.release, names, args.instances, cache, only)
     result["seconds"] = round(time.perf_counter() - t0, 1)
     print(f"metric checklist: {result['instances']} instances of {result['release']}, {result['seconds']} s")
     print(table(result))

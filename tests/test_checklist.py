@@ -83,6 +83,24 @@ def test_table_removed_and_not_applicable_without_one():
     out = ck.perturb("table_removed", REPORT)
     assert not any(ln.startswith("|") for ln in out.splitlines())
     assert ck.perturb("table_removed", "# T\n\n## A\n\nNo table here.\n") is None
+    # a table the report holds twice: removing one copy removes nothing it says, so the other is taken
+    twice = "| a | b |\n|---|---|\n| x | 1 |\n| y | 2 |\n| z | 3 |"
+    small = "| c | d |\n|---|---|\n| w | 4 |"
+    report = f"# T\n\n## A\n\n{twice}\n\nText.\n\n{twice}\n\n## B\n\n{small}\n"
+    out = ck.perturb("table_removed", report)
+    assert out.count("| x | 1 |") == 2 and "| w | 4 |" not in out
+    assert ck.perturb("table_removed", f"# T\n\n{twice}\n\n{twice}\n") is None
+
+
+def test_directions_are_reversed_in_statements_on_the_prose_of_the_report():
+    out = ck.perturb("directions_reversed", REPORT)
+    assert "| Revenue | $3,100 | $2,768 |" in out  # tables untouched: "Gains"/"Losses" there are labels
+    gains = "| | Gains | Losses |\n|---|---|---|\n| Notes | 3 | (4) |"
+    assert ck.perturb("directions_reversed", REPORT + "\n" + gains + "\n").endswith(gains + "\n")
+    # tested on the prose: the reference is Y without its tables
+    prose = ck.reference_of("directions_reversed", REPORT)
+    assert "|" not in prose and "Revenue increased 12%" in prose
+    assert ck.reference_of("figures_x1000", REPORT) == REPORT
 
 
 def _words(text: str) -> list[str]:
@@ -94,11 +112,21 @@ def test_meaning_preserving_perturbations_keep_every_word():
     assert _words(merged) == _words(REPORT)
     paras = [b for b in re.split(r"\n\s*\n", merged) if b.startswith("Revenue increased")]
     assert paras and "Net loss was" in paras[0]  # two paragraphs became one
+    # a paragraph that ends no sentence (a line standing for a heading, a lead-in to a list) ends its run
+    lead = "# T\n\n## A\n\nSegment results\n\nSales rose. Costs fell.\n\nMargins held.\n"
+    assert ck.perturb("paragraphs_merged", lead).endswith(
+        "Segment results\n\nSales rose. Costs fell. Margins held.\n"
+    )
     split = ck.perturb("paragraphs_split", REPORT)
     assert _words(split) == _words(REPORT)
     assert "\n\nOperating expenses rose" in split
     restyled = ck.perturb("markdown_restyled", REPORT)
     assert "* Cash was" in restyled and "## Results of Operations ##" in restyled
+    # an escaped pipe inside a cell stays one cell; an image line stays one line
+    cell = "| Symbol | Meaning |\n|---|---|\n| $\\|k\\|$ | wave number |"
+    figure = "![Figure 1: " + "a long caption " * 10 + "](f1.png)"
+    odd = ck.perturb("markdown_restyled", REPORT + "\n" + cell + "\n\n" + figure + "\n")
+    assert "| $\\|k\\|$ | wave number |" in odd and figure in odd
     plain = [w for w in _words(restyled) if not set(w) <= set("#|-*")]
     assert plain == [w for w in _words(REPORT) if not set(w) <= set("#|-*")]
 
@@ -138,6 +166,14 @@ def test_moved_right_applies_the_bars(name, before, after, higher, right):
 
 
 def test_changed_share_counts_changed_removed_and_moved_lines():
+    # sentences, not lines: a paragraph of three sentences is three units, one of them changed
+    assert (
+        ck.changed_share(
+            "Sales rose. Costs fell. Margins held.\n| a | 1 |",
+            "Sales rose. Costs rose. Margins held.\n| a | 1 |",
+        )
+        == 0.25
+    )
     before = "a\nb\n\nc\nd\n"
     assert ck.changed_share(before, before) == 0.0
     assert ck.changed_share(before, "a\nb\n") == 0.5  # c and d removed

@@ -67,6 +67,18 @@ WRONG = [
         "Demand for our data center products declined sharply in Europe.",
         "Demand for our data center products grew sharply in Europe.",
     ),
+    # the same words about another named thing (a filing's templated sentences)
+    (
+        "Americas net sales decreased during 2024 compared to 2023 due primarily to lower net sales of iPad.",
+        "Europe net sales decreased during 2024 compared to 2023 due primarily to lower net sales of Mac.",
+    ),
+    # the same statement of another part of the year
+    (
+        "Greater China net sales decreased during the third quarter of 2025 compared to the third quarter "
+        "of 2024.",
+        "Greater China net sales decreased during the first nine months of 2025 compared to the first nine "
+        "months of 2024.",
+    ),
 ]
 
 
@@ -87,6 +99,11 @@ SAME = [
     ),
     ("Revenue rose 12% in the quarter.", "Revenue increased 12% in the quarter."),
     ("Revenue declined 12% in the quarter.", "Revenue fell 12% in the quarter."),
+    # the names the statement is about, in another case and possessive
+    (
+        "Americas net sales decreased during 2024 due to lower net sales of Services.",
+        "In 2024 the Americas' net sales decreased due to lower services net sales.",
+    ),
     ("Net loss was $(45) million in the quarter.", "Net loss was -$45 million in the quarter."),
     (
         "Gross margin rose 45 basis points in the quarter.",
@@ -249,6 +266,18 @@ def test_periods():
         one("For the three months ended June 30, 2024, revenue was $3.1 billion").period == "E:2024-06-30:3M"
     )
     assert one("In 2023, revenue was $3.1 billion").period == "C:2023"
+    assert one("Revenue was $9.3 billion in the first nine months of fiscal 2025").period == "F:2025:9M"
+
+    # a year names the part of it a mention gives ("S"; compared with years only): the third quarter of
+    # 2025 is not its first nine months, and either is still "2025"
+    def year(text: str):
+        (n,) = [n for n in numbers_in(text) if n.yearlike]
+        return n
+
+    q3, nine, bare = (year(t) for t in ("the third quarter of 2025", "the first nine months of 2025", "2025"))
+    assert (q3.period, nine.period, bare.period) == ("S:2025:Q3", "S:2025:9M", "")
+    assert not same_number(q3, nine) and same_number(q3, bare) and same_number(nine, bare)
+    assert year("in 2025").period == "" and year("fiscal 2025").period == ""  # a whole year: no part
     a, b = (
         n
         for n in numbers_in("Revenue was $60.9 billion in fiscal 2024, up 126% from fiscal 2023")

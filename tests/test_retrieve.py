@@ -99,6 +99,27 @@ def test_split_sentences_keeps_wording():
         "When risks materialize, $x = 1. 5$ holds.",
     ]
     assert all(s in text for s in sents)
+    # dollar amounts are currency, not math: an odd count of "$" before a cut does not hide it
+    money = "Charges were $153 million, $247 million and $99 million. Cash flow was $28.8 billion. Done."
+    assert split_sentences(money) == [
+        "Charges were $153 million, $247 million and $99 million.",
+        "Cash flow was $28.8 billion.",
+        "Done.",
+    ]
+    # a fragment broken off a list ("third-party fees ...") after a full stop is a sentence of its own
+    frag = "Costs rose by $2.4 billion. third-party services fees rose. See Fig. 3 and Smith et al. the end."
+    assert split_sentences(frag) == [
+        "Costs rose by $2.4 billion.",
+        "third-party services fees rose.",
+        "See Fig. 3 and Smith et al. the end.",
+    ]
+    # an initial stands alone: "Form 10-K." and "OI&E." end sentences, "J. Smith" and "U.S." do not
+    forms = "See Item 8 of Form 10-K. Gains on OI&E. J. Smith of the U.S. Army wrote it."
+    assert split_sentences(forms) == [
+        "See Item 8 of Form 10-K.",
+        "Gains on OI&E.",
+        "J. Smith of the U.S. Army wrote it.",
+    ]
 
 
 def test_speed_10k(gsets):

@@ -24,7 +24,7 @@ from tasks.score.faithfulness import (
     faithfulness,
     report_chunks,
 )
-from tasks.score.judges import SUPPORT_THRESHOLD, sample_items
+from tasks.score.judges import SUPPORT_THRESHOLD, sample_by_text
 from tests.conftest import SCORED_MAX_ITEMS
 from tests.llm_server import fast_settings
 
@@ -280,8 +280,15 @@ def test_seeded_sampling_same_claims_and_cap(judge):
     a = faithfulness(report, G_SMALL, judge, seed=7)
     b = faithfulness(report, G_SMALL, judge, seed=7)
     assert a.population == 130 and a.detail["sampled"] == 100 == len(a.items)
-    assert [it.index for it in a.items] == [c.claim_id for c in sample_items(claims, 100, 7)]
+    assert [it.index for it in a.items] == [
+        c.claim_id for c in sample_by_text(claims, lambda c: c.content, 100, 7)
+    ]
     assert a.model_dump() == b.model_dump()
+    # the sample follows what a claim says, not where it stands: the same lines in reverse order are
+    # graded on the same 100 claims (a positional sample would draw another)
+    rev = "# Lines\n\n## Revenue by line\n\n" + "\n\n".join(lines[::-1]) + "\n"
+    r = faithfulness(rev, G_SMALL, judge, seed=7)
+    assert sorted(it.text for it in r.items) == sorted(it.text for it in a.items)
     c = faithfulness(report, G_SMALL, judge, seed=8, max_items=20)
     assert len(c.items) == 20 and [it.index for it in c.items] != [it.index for it in a.items][:20]
 

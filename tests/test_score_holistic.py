@@ -109,15 +109,20 @@ def test_understandability_checks():
     assert checks == {
         "has_headings": False,
         "short_sentences": True,
-        "no_repeated_paragraph": False,
+        "no_repeated_sentence": False,
         "no_raw_html": False,
     }
     assert _values(res)["holistic_understandability"] == 3.0  # 1 + 9 * 1/4 = 3.25 -> 3
+    # the repeat inside longer paragraphs is still a repeat; re-paragraphing does not change the check
+    merged = f"# T\n\n## Part\n\nIt began in May. {para}\n\nSales rose in June. {para}\n"
+    res = holistic(GOLD, merged, G, OfflineHolisticJudge())
+    assert res[0].detail["readability_checks"]["no_repeated_sentence"] is False
 
 
 def test_long_sentences_fail_the_readability_check():
     long = " ".join(["word"] * 40) + "."
-    report = f"# T\n\n## Part\n\n{long} {long}\n"
+    other = " ".join(["term"] * 40) + "."
+    report = f"# T\n\n## Part\n\n{long} {other}\n"
     res = holistic(GOLD, report, G, OfflineHolisticJudge())
     assert res[0].detail["readability_checks"]["short_sentences"] is False
     assert _values(res)["holistic_understandability"] == 8.0  # 1 + 9 * 3/4 = 7.75 -> 8

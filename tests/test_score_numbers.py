@@ -49,6 +49,10 @@ def test_matching_rules():
     # a table's stated unit does (tests/test_figures_meaning.py)
     assert not same_number(one("94,930"), one("$94.9 billion"))
     assert not same_number(one("1,200"), one("$1.2 billion"))
+    # a zero matches only a zero: "0" in millions rounds "$282,836" but does not state it
+    assert not same_number(one("$282,836"), one("0 million"))
+    assert not same_number(one("0 million"), one("$282,836"))
+    assert same_number(one("0"), one("$0 million")) and same_number(one("1 million"), one("$1,234,567"))
 
 
 def test_pool_and_derivation():
@@ -65,9 +69,9 @@ def test_pool_and_derivation():
 def _one_by_one(pool: NumberPool, n) -> list[bool]:
     """The matching rules number by number, as docs/metrics/numbers.md states them for figures read from
     running text (no table unit): the same amount within half the coarser displayed step, a year only as
-    that year, the same sign (zero has none), units that agree (equal, or a plain figure against a
-    currency or a count; a percentage or points only against the same) and periods that agree (equal, or
-    of another kind, or not named on one side)."""
+    that year, a zero only as a zero, the same sign (zero has none), units that agree (equal, or a plain
+    figure against a currency or a count; a percentage or points only against the same) and periods that
+    agree (equal, or of another kind, or not named on one side)."""
 
     def unit_ok(a: str, b: str) -> bool:
         if a == b:
@@ -84,6 +88,7 @@ def _one_by_one(pool: NumberPool, n) -> list[bool]:
             m.magnitude, n.magnitude
         )
         near = near and (m.yearlike == n.yearlike or m.magnitude == n.magnitude)
+        near = near and (m.magnitude == 0) == (n.magnitude == 0)  # a zero only as a zero
         signs = m.value == 0 or n.value == 0 or (m.value < 0) == (n.value < 0)
         out.append(near and signs and unit_ok(m.unit, n.unit) and period_ok(m.period, n.period))
     return out

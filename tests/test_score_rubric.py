@@ -491,6 +491,11 @@ def test_numbers_in_text_agree_with_the_table():
     )
     f = decide("numbers_agree", aside)
     assert f.decision == "pass" and "1/1" in f.rationale
+    # the scale note hard-wrapped over two lines of a longer paragraph still scales the table
+    wrapped = GOOD_FIN.replace(
+        "(In millions)", "Acme's results for the quarter follow. The table below is stated (in\nmillions):"
+    )
+    assert decide("numbers_agree", wrapped).decision == "pass"
 
 
 # ---------------------------------------------------------------- G2 checks: generation traces
@@ -530,6 +535,13 @@ def test_repeated_paragraph():
     assert f"line {line_no(md, para)}" in f.rationale
     short = GOOD_FIN + "\nSee the table.\n\nSee the table.\n"  # under 8 words: not a paragraph repeat
     assert decide("no_repetition", short).decision == "pass"
+    # a repeat inside longer paragraphs is still a repeat: paragraph breaks neither hide nor make one
+    merged = (
+        GOOD_FIN + "\nLiquidity stayed ample in the quarter. " + para + "\n\nAs noted before, " + para + "\n"
+    )
+    assert decide("no_repetition", merged).decision == "fail"
+    split = GOOD_FIN + "\nLiquidity stayed ample in the quarter.\n\nThe board met twice to review it.\n"
+    assert decide("no_repetition", split).decision == "pass"
 
 
 # ---------------------------------------------------------------- G2 checks: substance proxies

@@ -459,6 +459,18 @@ def test_offline_judge_wrong_figure_and_missing_entity(minilm_judge):
     assert m["main_coverage"].value < 1.0
 
 
+def test_offline_judge_reads_a_cell_attribute_with_its_column_period(minilm_judge):
+    # the same cells under another year's column header: each attribute named a period that R' no
+    # longer gives its figure (the cell alone, read without its header, used to match anyway)
+    s = OfflineScaffoldExtractor(minilm_judge).extract(GOLD)
+    shifted = GOLD.replace("June 28,2025", "June 27,2026").replace("June 29,2024", "June 28,2025")
+    assert shifted != GOLD
+    m = _values(scaffold_metrics(s, OfflineScaffoldJudge(minilm_judge).judge(s, shifted)))
+    eps = {i.text: i for i in m["eps"].items}
+    assert eps["Net sales: Total net sales: Three Months Ended June 29, 2024: 1,100"].score == 0.0
+    assert m["eps"].value < 0.5
+
+
 # Off-topic padding: true statements, none of them a fact of GOLD.
 OFF_TOPIC = """
 ## Company life

@@ -187,12 +187,18 @@ _PERIODS: list[tuple[str, re.Pattern[str]]] = [
         ("fq", rf"\bQ(?P<q>[1-4])\s*(?:of\s+)?{_FYY}\b"),
         ("fq", rf"\b{_FYY}\s*Q(?P<q>[1-4])\b"),
         ("fq", rf"\bfiscal\s+(?P<o>{_ORDS})\s+quarter\s+(?:of\s+)?(?P<y>(?:19|20)\d\d)\b"),
+        ("fm", rf"\b(?:the\s+)?first\s+(?P<n>three|six|nine)\s+months\s+(?:of\s+)?{_FYY}\b"),
         ("fh", rf"\b(?P<h>first|second)\s+half\s+(?:of\s+)?{_FYY}\b"),
         ("fh", rf"\bH(?P<q>[12])\s*{_FYY}\b"),
         ("fy", rf"\b{_FYY}\b(?![-–]\d)"),
         ("cq", rf"\b(?P<o>{_ORDS})\s+quarter\s+(?:of\s+)?(?:calendar\s+(?:year\s+)?)?(?P<y>(?:19|20)\d\d)\b"),
         ("cq", rf"\bQ(?P<q>[1-4])\s*(?:of\s+)?{_CYY}\b"),
         ("cq", r"\b(?P<q>[1-4])Q\s*'?(?P<yy>\d\d)\b"),
+        (
+            "cm",
+            r"\b(?:the\s+)?first\s+(?P<n>three|six|nine)\s+months\s+(?:of\s+)?(?:calendar\s+(?:year\s+)?)?"
+            r"(?P<y>(?:19|20)\d\d)\b",
+        ),
         (
             "ch",
             r"\b(?P<h>first|second)\s+half\s+(?:of\s+)?(?:calendar\s+(?:year\s+)?)?(?P<y>(?:19|20)\d\d)\b",
@@ -211,13 +217,15 @@ _HINTS = {
     "ended_span": ("ended",),
     "asof": ("as of", "as at", "at "),
     "fq": ("quarter", "q"),
+    "fm": ("months",),
     "fh": ("half", "h"),
     "fy": ("fiscal", "fy"),
     "cq": ("quarter", "q"),
+    "cm": ("months",),
     "ch": ("half", "h"),
     "cy": ("in ", "for ", "during ", "throughout ", "of ", "end of "),
 }
-_NEEDS_FISCAL = ("fq", "fh")
+_NEEDS_FISCAL = ("fq", "fh", "fm")
 # a period named as the base of a comparison ("compared with fiscal 2023", "up 12% from 2023") is not the
 # period of the sentence's figures
 _BASE = re.compile(
@@ -229,7 +237,9 @@ _BASE = re.compile(
 _ADJACENT = re.compile(r"^[\s,]*(?:(?:in|for|during|at|of|on|the|through|ended)\s+)*$", re.I)
 # a sentence ends wherever tasks.markdown.text.split_sentences may end one (and at ";" and line ends), so
 # that a sentence read alone and inside its paragraph give its figures the same period
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"”’)\]]*\s+(?=[\"“‘(\[$]?[A-Z0-9])|(?<=;)\s+|\n")
+_SENTENCE_END = re.compile(
+    r"(?<=[.!?])[\"”’)\]]*\s+(?=[\"“‘(\[$]?[A-Z0-9])|(?<=[a-z]{3}[.!?])\s+(?=[a-z])|(?<=;)\s+|\n"
+)
 
 
 def _year(text: str | None) -> int | None:
@@ -260,6 +270,8 @@ def _period_label(kind: str, m: re.Match[str]) -> str | None:
     if kind in ("fq", "cq"):
         q = _ORD[g["o"].lower()] if g.get("o") else int(g["q"])
         return f"{prefix}:{year}:Q{q}"
+    if kind in ("fm", "cm"):
+        return f"{prefix}:{year}:{_MONTHS_N[g['n'].lower()]}M"
     if kind in ("fh", "ch"):
         half = (1 if g["h"].lower() == "first" else 2) if g.get("h") else int(g["q"])
         return f"{prefix}:{year}:H{half}"
@@ -332,6 +344,20 @@ def header_period(text: str) -> str:
         return f"D:{_date_label(m)}"
     years = re.findall(r"(?<![\d,.])((?:19|20)\d\d)(?![\d,.])", text)
     return f"C:{years[0]}" if len(set(years)) == 1 else ""
+
+
+def _span_of_year(start: int, mentions: list[_Mention]) -> str:
+    """The part of its year a year token names, when it sits inside a mention of one ("third quarter of
+    2025" -> 'S:2025:Q3', "first nine months of 2025" -> 'S:2025:9M', "three months ended June 28, 2025"
+    -> 'S:2025:3M'); '' for a whole year or none. Kind "S" compares years only with years: "2025" of the
+    third quarter is not "2025" of the first nine months, and either still matches a bare "2025"."""
+    k = bisect.bisect_right([m.start for m in mentions], start) - 1
+    if k < 0 or not mentions[k].start <= start < mentions[k].end:
+        return ""
+    parts = mentions[k].label.split(":")
+    if len(parts) != 3 or parts[0] == "D":
+        return ""
+    return f"S:{parts[1][:4]}:{parts[2]}"
 
 
 def _period_of(start: int, end: int, text: str, mentions: list[_Mention]) -> str:
@@ -484,7 +510,9 @@ def numbers_in(text: str) -> list[Num]:
                 head, tail = text[max(0, s - 60) : s], text[m.end() : m.end() + 40]
                 negative = bool(_NEG_BEFORE.search(head) or _NEG_AFTER.match(tail))
         period = ""
-        if mentions and not _yearlike(digits, value, step):
+        if mentions and year:
+            period = _span_of_year(s, mentions)
+        elif mentions and not _yearlike(digits, value, step):
             k = bisect.bisect_right(sent_starts, s) - 1
             lo, hi = sentences[k] if k >= 0 else (0, len(text))
             local = mentions[bisect.bisect_left(m_starts, lo) : bisect.bisect_left(m_starts, hi)]
@@ -581,6 +609,8 @@ class NumberPool:
         # the amount: equal as stated, or (a figure of unstated scale against a table figure) as written
         hit = near(mag, step, self.mag, self.step)
         hit &= ~(self.year ^ year) | (self.mag == mag)  # a year only matches the same year
+        # a zero matches only a zero: "0" in a table in millions is no stand-in for "$282,836"
+        hit &= (self.mag == 0) == (mag == 0)
         written = (bare & (self.implied != 1.0)) | ((implied != 1.0) & self.bare)
         if written.any():
             as_written = near(

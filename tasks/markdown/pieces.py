@@ -318,7 +318,9 @@ def row_parts(text: str, source: str) -> tuple[str, str, list[tuple[str, str]], 
         if idx < 0:
             found.append(("", v))
             continue
-        part = rest[pos:idx]
+        # a raw line holding only some of the row's cells (one cell of it, graded alone) skips the
+        # "header: value" pairs before its value: the header is what follows the last "; "
+        part = rest[pos:idx].rsplit("; ", 1)[-1]
         found.append(((part[:-2] if part.endswith(": ") else part).strip(), v))
         pos = idx + len(v) + 2
     context = ""
@@ -438,8 +440,11 @@ def _with_notes(blocks: list[Block], stated: str) -> list[tuple[Block, str]]:
             continue
         if b.kind == "text":
             text = " ".join(ln.strip().lstrip(">").strip() for ln in b.lines)
+            last = (split_sentences(text) or [""])[-1]
             if _is_note(text):
                 note = text
+            elif _is_note(last):  # "... as follows. (In millions)": paragraphs joined above a table
+                note = last
             elif len(text.split()) > 12:
                 note = ""
         else:

@@ -18,7 +18,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tasks.markdown.document import Block, parse
+from tasks.markdown.document import Block, is_table_row, parse
+from tasks.markdown.text import split_sentences
 
 __all__ = [
     "CHANGING",
@@ -33,12 +34,15 @@ __all__ = [
     "filer_titles",
     "moved_right",
     "perturb",
+    "reference_of",
+    "without_tables",
 ]
 
 DROP = 0.05  # a meaning-changing perturbation must lower the score by at least this share of its range
-# ...and it counts only where it changes at least this share of the report's lines, twice DROP: an ideal
-# recall or precision metric then drops by >= 2 x DROP, so a cell below the bar is the metric's fault,
-# not a perturbation too small to see (3 direction words among 200 sentences move no recall by 5%)
+# ...and it counts only where it changes at least this share of the report's sentences and table rows
+# (`changed_share`), twice DROP: an ideal recall or precision metric then drops by >= 2 x DROP, so a cell
+# below the bar is the metric's fault, not a perturbation too small to see (3 direction words among 200
+# sentences move no recall by 5%)
 MIN_CHANGED = 0.10
 STEADY = 0.02  # a meaning-preserving one must keep it within this share of its range
 MIN_FIGURES = 3  # a report with fewer body figures (or direction words) has too little to perturb
@@ -69,7 +73,7 @@ def _body_lines(markdown: str) -> list[tuple[int, bool]]:
     """(index, is_body) of every line: headings, code and math blocks are not body."""
     lines = markdown.split("\n")
     body = [True] * len(lines)
-    for b in parse(markdown).blocks:
+    for b in parse(markdown, images="start").blocks:
         if b.kind in ("heading", "code", "math"):
             for k in range(b.start - 1, b.end):
                 if k < len(body):
@@ -179,9 +183,10 @@ def _same_case(word: str, like: str) -> str:
 
 def directions_reversed(markdown: str) -> str | None:
     """Every direction word of the body turned around: increased <-> decreased, rose <-> fell, grew <->
-    declined, higher <-> lower, gain <-> loss, up <-> down."""
+    declined, higher <-> lower, gain <-> loss, up <-> down (in prose and lists, not in tables)."""
     lines = markdown.split("\n")
-    if sum(len(_DIRECTION.findall(lines[i])) for i, b in _body_lines(markdown) if b) < MIN_FIGURES:
+    said = [lines[i] for i, b in _body_lines(markdown) if b and not is_table_row(lines[i])]
+    if sum(len(_DIRECTION.findall(line)) for line in said) < MIN_FIGURES:
         return None
 
     def turn(m: re.Match[str]) -> str:
@@ -192,7 +197,9 @@ def directions_reversed(markdown: str) -> str | None:
             return word
         return _same_case(_OPPOSITE[word.lower()], word)
 
-    return _map_body(markdown, lambda line: _DIRECTION.sub(turn, line))
+    # statements only: in a table "Gains" / "Losses" are column and row labels, and swapping them moves
+    # the cells under another label (a sign change, which signs_flipped covers), not a stated direction
+    return _map_body(markdown, lambda line: line if is_table_row(line) else _DIRECTION.sub(turn, line))
 
 
 _AMOUNT_NEXT = re.compile(r"\s+(?:by\s+|from\s+)?[$(]?\d")
@@ -202,7 +209,7 @@ def _sections(markdown: str) -> tuple[list[str], list[tuple[int, int]]]:
     """The lines and the (start, end) line spans of the top-level sections (the shallowest heading level
     below the title, with everything under them)."""
     lines = markdown.split("\n")
-    heads = [b for b in parse(markdown).blocks if b.kind == "heading"]
+    heads = [b for b in parse(markdown, images="start").blocks if b.kind == "heading"]
     levels = sorted({b.level for b in heads if b.level > 1} or {b.level for b in heads})
     if not levels:
         return lines, []
@@ -240,12 +247,19 @@ def sections_swapped(markdown: str) -> str | None:
 
 
 def _blocks(markdown: str, kind: str) -> list[Block]:
-    return [b for b in parse(markdown).blocks if b.kind == kind]
+    return [b for b in parse(markdown, images="start").blocks if b.kind == kind]
+
+
+def _table_key(b: Block) -> str:
+    return " ".join(" ".join(b.lines).split())
 
 
 def table_removed(markdown: str) -> str | None:
-    """The largest table removed."""
+    """The largest table removed (of the tables that are not repeated: removing one copy of a table the
+    report holds twice removes nothing it says)."""
     tables = _blocks(markdown, "table")
+    body = Counter(_table_key(b) for b in tables)
+    tables = [b for b in tables if body[_table_key(b)] == 1]
     if not tables:
         return None
     t = max(tables, key=lambda b: (len(b.lines), -b.start))
@@ -256,12 +270,22 @@ def table_removed(markdown: str) -> str | None:
 # ---------------------------------------------------------------- meaning-preserving
 
 
+_ENDS_SENTENCE = re.compile(r"[.!?][\"”’)\]]*$")
+
+
 def _paragraph_runs(markdown: str) -> list[list[Block]]:
-    """Runs of consecutive paragraphs (separated by blank lines only)."""
+    """Runs of consecutive paragraphs (separated by blank lines only); a paragraph that does not end a
+    sentence (a caption, a unit note, a lead-in ending in ":", a line standing for a heading) ends its run:
+    joining it to the next would change how its text reads, not only the layout."""
     runs: list[list[Block]] = []
     prev: Block | None = None
-    for b in parse(markdown).blocks:
-        if b.kind == "paragraph" and prev is not None and prev.kind == "paragraph":
+    for b in parse(markdown, images="start").blocks:
+        if (
+            b.kind == "paragraph"
+            and prev is not None
+            and prev.kind == "paragraph"
+            and _ENDS_SENTENCE.search(prev.lines[-1].strip())
+        ):
             runs[-1].append(b)
         elif b.kind == "paragraph":
             runs.append([b])
@@ -281,15 +305,13 @@ def paragraphs_merged(markdown: str) -> str | None:
     return "\n".join(lines)
 
 
-_SENTENCE_END = re.compile(r"(?<=[a-z0-9%)][.!?])\s+(?=[A-Z])")
-
-
 def paragraphs_split(markdown: str) -> str | None:
     """Every paragraph of several sentences cut into paragraphs of one sentence each."""
     lines = markdown.split("\n")
     changed = False
     for b in reversed([b for run in _paragraph_runs(markdown) for b in run]):
-        sentences = _SENTENCE_END.split(" ".join(line.strip() for line in b.lines))
+        # frame's splitter: a cut after "et al." or inside $...$ math would change the text, not its layout
+        sentences = split_sentences(" ".join(line.strip() for line in b.lines))
         if len(sentences) > 1:
             changed = True
             out: list[str] = []
@@ -302,7 +324,7 @@ def paragraphs_split(markdown: str) -> str | None:
 def markdown_restyled(markdown: str) -> str | None:
     """The same document in another Markdown style: `*` bullets for `-`, `__` for `**`, closing #'s on
     headings, padded table cells, paragraphs hard-wrapped at 80 columns (soft line breaks)."""
-    doc = parse(markdown)
+    doc = parse(markdown, images="start")
     lines = markdown.split("\n")
     for b in reversed(doc.blocks):
         span = slice(b.start - 1, b.end)
@@ -311,7 +333,7 @@ def markdown_restyled(markdown: str) -> str | None:
         elif b.kind == "list":
             lines[span] = [re.sub(r"^(\s*)-(\s)", r"\1*\2", line).replace("**", "__") for line in b.lines]
         elif b.kind == "table":
-            lines[span] = [re.sub(r"\s*\|\s*", " | ", line).strip() for line in b.lines]
+            lines[span] = [re.sub(r"\s*(?<!\\)\|\s*", " | ", line).strip() for line in b.lines]  # not "\|"
         elif b.kind == "paragraph":
             text = " ".join(line.strip() for line in b.lines).replace("**", "__")
             wrapped, cur = [], ""
@@ -332,7 +354,7 @@ def heading_retitled(markdown: str, titles: Mapping[str, Sequence[str]]) -> str 
     used. None when no heading of the report is in `titles`."""
     lines = markdown.split("\n")
     changed = False
-    for b in parse(markdown).blocks:
+    for b in parse(markdown, images="start").blocks:
         if b.kind != "heading" or b.level == 1:
             continue
         others = [t for t in titles.get(_norm_title(b.title), ()) if _norm_title(t) != _norm_title(b.title)]
@@ -372,18 +394,30 @@ def _norm_title(title: str) -> str:
 # ---------------------------------------------------------------- the checklist
 
 
+def without_tables(markdown: str) -> str:
+    """The report with its tables removed: the prose a direction perturbation is tested on."""
+    lines = markdown.split("\n")
+    for b in reversed(_blocks(markdown, "table")):
+        del lines[b.start - 1 : b.end]
+    return "\n".join(lines)
+
+
 @dataclass(frozen=True)
 class Perturbation:
     name: str
     changes_meaning: bool
     what: str  # the aspect of a report it changes (families say which aspects they do not look at)
     fn: Callable[..., str | None]
+    # the reference it is applied to and scored against (None: Y itself). Directions are stated in prose
+    # only, and in a 10-Q the prose is a minority of the sentences and rows: reversing every direction
+    # changes under 10% of Y, too little to hold a metric to the bar, but far more of Y's prose
+    base: Callable[[str], str] | None = None
 
 
 PERTURBATIONS: tuple[Perturbation, ...] = (
     Perturbation("figures_x1000", True, "figures", figures_x1000),
     Perturbation("signs_flipped", True, "figures", signs_flipped),
-    Perturbation("directions_reversed", True, "directions", directions_reversed),
+    Perturbation("directions_reversed", True, "directions", directions_reversed, base=without_tables),
     Perturbation("years_shifted", True, "periods", years_shifted),
     Perturbation("section_dropped", True, "content", section_dropped),
     Perturbation("sections_swapped", True, "order", sections_swapped),
@@ -406,13 +440,23 @@ def perturb(name: str, markdown: str, titles: Mapping[str, Sequence[str]] | None
     return p.fn(markdown)
 
 
+def reference_of(name: str, gold: str) -> str:
+    """The reference `name` is applied to and scored against: Y, or the part of Y it is tested on."""
+    base = _BY_NAME[name].base
+    return base(gold) if base is not None else gold
+
+
 def changed_share(before: str, after: str) -> float:
-    """Share of the non-blank lines of `before` that `after` changes, removes or moves (difflib's longest
-    matching blocks: of two swapped sections, the smaller counts as moved)."""
+    """Share of the sentences and other non-blank lines (table rows, headings) of `before` that `after`
+    changes, removes or moves (difflib's longest matching blocks: of two swapped sections, the smaller
+    counts as moved). Sentences, not lines: a paragraph is one line however many sentences it holds,
+    and the metrics count sentences and rows."""
     import difflib
 
-    a = [line for line in before.split("\n") if line.strip()]
-    b = [line for line in after.split("\n") if line.strip()]
+    def units(text: str) -> list[str]:
+        return [s for line in text.split("\n") if line.strip() for s in (split_sentences(line) or [line])]
+
+    a, b = units(before), units(after)
     if not a:
         return 0.0
     same = sum(m.size for m in difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks())

@@ -37,7 +37,7 @@ from tasks.markdown.pieces import (
     row_figures,
     strong_numbers,
 )
-from tasks.markdown.text import terms
+from tasks.markdown.text import names, terms, words
 from tasks.score.judges import MAX_ITEMS, CoverageJudge, EmbedFn, SampledFamily, sample_items
 from tasks.score.llm_judge import LLMJudge, ids_check, stripped_text
 from tasks.score.metric import Inputs, MetricSpec
@@ -230,7 +230,8 @@ class _Plan:
     weak: np.ndarray  # per number: a year, a date, math or a cross-reference
     hits: np.ndarray  # (numbers x segments): the number appears in the segment
     same: int | None  # the segment with the unit's text verbatim and all its numbers
-    gate: np.ndarray  # (segments): 0 where the segment states the opposite direction, else 1
+    gate: np.ndarray  # (segments): 0 where the segment states the opposite direction, else the share of
+    # the unit's names (tasks.markdown.text.names) it holds
 
 
 def _plans(units: list[InfoUnit], segs: list[Piece]) -> list[_Plan]:
@@ -238,10 +239,12 @@ def _plans(units: list[InfoUnit], segs: list[Piece]) -> list[_Plan]:
     owner = np.array([i for i, s in enumerate(segs) for _ in s.context_numbers], dtype=np.int64)
     pool = NumberPool(pool_nums)
     first_of: dict[str, int] = {}
-    for i, seg in enumerate(segs):
-        first_of.setdefault(_key(seg.text), i)
+    seg_keys = [_key(seg.text) for seg in segs]
+    for i, k in enumerate(seg_keys):
+        first_of.setdefault(k, i)
     figures = [_figures(u.content, u.source_sentence) for u in units]
     seg_dirs = np.array([direction(s.text) for s in segs], dtype=np.int8)
+    seg_words = [words(s.text) for s in segs]
     # every unit's numbers looked up at once: (numbers of all units) x (segments holding a match)
     flat = [n for nums, _ in figures for n in nums]
     seg_hits = np.zeros((len(flat), len(segs)), dtype=bool)
@@ -252,13 +255,32 @@ def _plans(units: list[InfoUnit], segs: list[Piece]) -> list[_Plan]:
     for u, (nums, weak) in zip(units, figures, strict=True):
         hits = seg_hits[row : row + len(nums)].copy()
         row += len(nums)
-        same = first_of.get(_key(u.content))
+        key = _key(u.content)
+        same = first_of.get(key)
+        if same is None:  # the unit verbatim inside a longer segment (paragraphs merged, a run-on)
+            same = _containing(key, seg_keys)
         if same is not None and not hits[:, same].all():
             same = None
         d = direction(u.content)
         gate = (seg_dirs != -d).astype(np.float64) if d else np.ones(len(segs))
+        # a prose unit about named things is covered only as far as a segment names them too
+        about = names(u.content) if not u.source_sentence.lstrip().startswith("|") else frozenset()
+        if about:
+            gate *= np.array([len(about & w) / len(about) for w in seg_words])
         plans.append(_Plan(nums, _strong(weak), np.array(weak, dtype=bool), hits, same, gate))
     return plans
+
+
+def _containing(key: str, seg_keys: Sequence[str]) -> int | None:
+    """The first segment holding `key` (a whole unit's text) as a run of whole words, or None."""
+    for i, sk in enumerate(seg_keys):
+        at = sk.find(key)
+        while at >= 0:
+            end = at + len(key)
+            if (at == 0 or not sk[at - 1].isalnum()) and (end == len(sk) or not sk[end].isalnum()):
+                return i
+            at = sk.find(key, at + 1)
+    return None
 
 
 def _share(hits: np.ndarray, weak: np.ndarray) -> np.ndarray:

@@ -50,7 +50,7 @@ from tasks.markdown.pieces import (
     row_figures,
     stated_scale,
 )
-from tasks.markdown.text import split_sentences, terms
+from tasks.markdown.text import names, split_sentences, terms, words
 from tasks.score.evidence import Piece, cut, pick, relevance
 from tasks.score.judges import (
     MAX_ITEMS,
@@ -58,7 +58,7 @@ from tasks.score.judges import (
     EmbedFn,
     FaithfulnessJudge,
     SampledFamily,
-    sample_items,
+    sample_by_text,
 )
 from tasks.score.llm_judge import LLMJudge, ids_check, stripped_text
 from tasks.score.metric import Inputs, MetricSpec
@@ -299,7 +299,10 @@ class _Analysis:
     verbatim: int | None
     weak: list[bool] = field(default_factory=list)  # per figure: a year, a date part or inside math
     units: list[_Unit] = field(default_factory=list)
-    gates: list[float] = field(default_factory=list)  # per unit: 0 when it states the opposite direction
+    gates: list[float] = field(default_factory=list)  # per unit: 0 when it states the opposite direction,
+    # else the share of the claim's names (tasks.markdown.text.names) it holds
+    opposed: list[bool] = field(default_factory=list)  # per unit: it states the opposite direction
+    about: frozenset[str] = frozenset()  # the names of a prose claim
     cos: list[float] = field(default_factory=list)
     scores: list[float] = field(default_factory=list)
     best: int = -1  # index into units
@@ -586,7 +589,15 @@ class OfflineFaithfulnessJudge:
             else:
                 a.units = g.top_units(claim, a)
             # a unit stating the opposite direction ("fell" for "rose") gives no text support
-            a.gates = [0.0 if opposite(claim.content, u.text) else 1.0 for u in a.units]
+            # and a prose claim about named things ("Americas net sales ...") is supported only as far as
+            # the unit names them too ("Europe net sales ..." says something else)
+            a.opposed = [opposite(claim.content, u.text) for u in a.units]
+            row = (claim.source_sentence or "").lstrip().startswith("|")
+            a.about = frozenset() if row or a.verbatim is not None else names(claim.content)
+            a.gates = [
+                0.0 if opp else (len(a.about & words(u.text)) / len(a.about) if a.about else 1.0)
+                for u, opp in zip(a.units, a.opposed, strict=True)
+            ]
             with g.lock:
                 a = g.memo.setdefault(key, a)
         return a
@@ -649,18 +660,23 @@ class OfflineFaithfulnessJudge:
             1,
             evidence=_trim(g.passages[u.passage].text, u.source),
             evidence_ref=g.doc_id(u.passage),
-            rationale=self._why1(a, u, cos[best], a.verbatim is not None, a.gates[best]),
+            rationale=self._why1(a, u, cos[best], a.verbatim is not None, a.gates[best], a.opposed[best]),
         )
 
     @staticmethod
-    def _why1(a: _Analysis, u: _Unit, cos: float, verbatim: bool, gate: float = 1.0) -> str:
+    def _why1(
+        a: _Analysis, u: _Unit, cos: float, verbatim: bool, gate: float = 1.0, opposed: bool = False
+    ) -> str:
         text = (
             "verbatim in the passage (text support 1)"
             if verbatim
             else (f"cosine {cos:.3f} -> text support {a.text_support(cos) * gate:.3f}")
         )
-        if not gate:
+        if opposed:
             text += " (the passage states the opposite direction)"
+        elif gate < 1.0 and a.about:
+            held = sorted(a.about & words(u.text))
+            text += f" (names of the claim in the passage: {len(held)}/{len(a.about)})"
         if not a.figs:
             return f"no figures; {text}"
         found = [n.text for n, o in zip(a.figs, a.owners, strict=True) if u.passage in o]
@@ -715,11 +731,11 @@ class OfflineFaithfulnessJudge:
             analyses.append(a)
         support = [self._support(g, a) for a in analyses]
         windows: list[list[str]] = []
-        for a, it, sup in zip(analyses, stage1, support, strict=True):
+        for c, a, it, sup in zip(claims, analyses, stage1, support, strict=True):
             # the windows can only matter when full text support would lift the score above stage 1
             best_text = max(a.unit_texts(), default=0.0)
             ceiling = sup[0] if a.figs else 1.0
-            windows.append(self._windows(g, a) if best_text < 1.0 and ceiling > it.score else [])
+            windows.append(self._windows(g, a, c.content) if best_text < 1.0 and ceiling > it.score else [])
         return analyses, support, windows
 
     @staticmethod
@@ -745,7 +761,10 @@ class OfflineFaithfulnessJudge:
     def _ranked_units(a: _Analysis) -> list[int]:
         return sorted(range(len(a.units)), key=lambda i: (-round(a.scores[i], 9), -a.cos[i], i))
 
-    def _windows(self, g: _Ground, a: _Analysis) -> list[str]:
+    def _windows(self, g: _Ground, a: _Analysis, claim: str) -> list[str]:
+        """The best unit joined with its partner (the next best unit, else its neighbour); none when either
+        states the opposite direction to the claim: a window mixing "Americas net sales increased" with
+        "Wearables net sales decreased" is no support for "Americas net sales decreased"."""
         if not a.units:
             return []
         order = self._ranked_units(a)
@@ -761,6 +780,10 @@ class OfflineFaithfulnessJudge:
             if len(sib) < 2:
                 return []
             partner = sib[best.pos + 1] if best.pos + 1 < len(sib) else sib[best.pos - 1]
+        if opposite(claim, best.text) or opposite(claim, partner.text):
+            return []
+        if a.about and not a.about <= words(f"{best.text} {partner.text}"):
+            return []  # the pair does not name what the claim is about
         pair = sorted([best, partner], key=lambda u: (u.passage, u.pos))
         return [f"{pair[0].text} {pair[1].text}"]
 
@@ -836,7 +859,7 @@ class OfflineFaithfulnessJudge:
         # text support: stage-1 units and the combined-evidence windows
         text_scores = a.unit_texts()
         t2, how = max(text_scores), f"best unit cosine {max(a.cos):.3f}"
-        if not any(a.gates):
+        if a.opposed and all(a.opposed):
             how += " (every unit states the opposite direction)"
         cv = vec.get(claim.content)
         for w in windows:
@@ -1313,6 +1336,10 @@ def _below(first: Sequence[ItemScore], threshold: float) -> list[int]:
     return [i for i, it in enumerate(first) if it.score < threshold]
 
 
+def _claim_text(c: Claim) -> str:
+    return c.content
+
+
 def faithfulness(
     generated_md: str,
     grounding: Sequence[GroundingText],
@@ -1328,7 +1355,7 @@ def faithfulness(
     if not claims:
         why = "the generated report has no checkable claim (no sentence, list item or table row)"
         return MetricResult.undefined("faithfulness", judge.name, why, **base, stage2=0)
-    sample = sample_items(claims, max_items, seed)
+    sample = sample_by_text(claims, _claim_text, max_items, seed)
     first = judge.verify(sample, grounding)
     if [it.index for it in first] != [c.claim_id for c in sample]:
         raise ValueError(f"{judge.name}: verify returned items for other claims than the sample")
@@ -1428,4 +1455,4 @@ class FaithfulnessFamily(
     def _sample(self, inputs: Inputs) -> list[Claim]:
         """The claims `measure(inputs)` grades (the same extraction and seeded sample)."""
         claims = self.judge.extract_claims(inputs.generated)
-        return sample_items(claims, self.env.settings.max_items, inputs.seed)
+        return sample_by_text(claims, _claim_text, self.env.settings.max_items, inputs.seed)

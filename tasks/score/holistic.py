@@ -24,6 +24,7 @@ from tasks.markdown.pieces import (
     markdown_numbers,
     markdown_pieces,
     md_blocks,
+    row_figures,
     strong_numbers,
 )
 from tasks.score.llm_judge import LLMJudge, input_budget
@@ -49,7 +50,7 @@ AXES: tuple[str, ...] = ("faithfulness", "completeness", "understandability", "h
 HOLISTIC_METRICS: tuple[str, ...] = tuple(f"holistic_{a}" for a in AXES)  # hallucination: 10 = none
 HEADING_MATCH = 80  # rapidfuzz token_sort_ratio for a gold heading to count as present in R'
 MAX_MEDIAN_WORDS = 35  # median prose sentence length (words) still easy to read
-MIN_PARAGRAPH_WORDS = 5  # shorter paragraphs (labels, "N/A") may legitimately repeat
+MIN_REPEAT_WORDS = 8  # shorter sentences ("See the table.", labels) may legitimately repeat
 NOTE_ALLOWANCE = 200  # tokens kept for the truncation note, rendered after the cuts
 MIN_TEXT_TOKENS = 64  # below this a report excerpt is useless: refuse instead of judging nothing
 MIN_DOC_TOKENS = 100  # a grounding document gets at least this much room, or is left out
@@ -139,7 +140,10 @@ def _scale(share: float) -> int:
 
 
 def _strong(piece: Piece) -> list[Num]:
-    # the raw source: a table row's own cells, not the column headers repeated into its text
+    if piece.kind == "row":  # its own cells read with the table (stated unit, column period, a loss row)
+        figs = row_figures(piece.text, piece.source)
+        strong = {cell: {(n.start, n.end) for n in strong_numbers(cell)} for cell in {c for _, c in figs}}
+        return [n for n, cell in figs if (n.start, n.end) in strong[cell]]
     return strong_numbers(piece.source)
 
 
@@ -235,15 +239,16 @@ def _readability(generated: str, pieces: list[Piece]) -> dict[str, Any]:
     blocks = md_blocks(generated)
     prose = [len(_WORD.findall(p.text)) for p in pieces if p.kind in ("sentence", "item")]
     median_words = float(statistics.median(prose)) if prose else 0.0
-    paragraphs = [
-        " ".join(b.raw.lower().split())
-        for b in blocks
-        if b.kind in ("text", "list") and len(b.raw.split()) >= MIN_PARAGRAPH_WORDS
+    # sentence by sentence: where the paragraph breaks fall neither hides nor makes a repeat
+    sentences = [
+        " ".join(w.lower() for w in _WORD.findall(p.text))
+        for p in pieces
+        if p.kind in ("sentence", "item") and len(_WORD.findall(p.text)) >= MIN_REPEAT_WORDS
     ]
     checks = {
         "has_headings": any(b.kind == "heading" for b in blocks),
         "short_sentences": median_words <= MAX_MEDIAN_WORDS,
-        "no_repeated_paragraph": len(paragraphs) == len(set(paragraphs)),
+        "no_repeated_sentence": len(sentences) == len(set(sentences)),
         "no_raw_html": not any(_HTML.search(b.raw) for b in blocks if b.kind != "code"),
     }
     why = (
@@ -455,9 +460,18 @@ _NO_WORDS = "the offline proxy reads figures and headings, not direction words"
 _NO_YEARS = "years are not among the figures the offline proxy reads"
 _SHARE = "shares of figures and headings found anywhere, wherever they stand"
 _PRECISE = "a share of R's figures found in G: leaving something out states nothing false"
+_WHOLE_POINTS = (
+    "a whole-point 1-10 rating of the share of Y's figures and headings found: a table holding under a"
+    " ninth of Y's figures (the small tables of surveys) moves it by less than a point"
+)
 _SURFACE = "surface readability checks (headings, sentence length, repetition, raw HTML), not what R' says"
 _UNCLAIMED = {
-    "holistic_completeness": (("directions", _NO_WORDS), ("periods", _NO_YEARS), ("order", _SHARE)),
+    "holistic_completeness": (
+        ("directions", _NO_WORDS),
+        ("periods", _NO_YEARS),
+        ("order", _SHARE),
+        ("tables", _WHOLE_POINTS),
+    ),
     "holistic_faithfulness": (
         ("directions", _NO_WORDS),
         ("periods", _NO_YEARS),

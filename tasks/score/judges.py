@@ -3,6 +3,7 @@ seeded sampling of units and claims both metrics share."""
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -109,4 +110,24 @@ def sample_items(population: Sequence[T], k: int = MAX_ITEMS, seed: int = 0) -> 
     if len(population) <= k:
         return list(population)
     picked = sorted(random.Random(seed).sample(range(len(population)), k))
+    return [population[i] for i in picked]
+
+
+def sample_by_text(
+    population: Sequence[T], text: Callable[[T], str], k: int = MAX_ITEMS, seed: int = 0
+) -> list[T]:
+    """Up to `k` items, in population order, chosen by a seeded hash of each item's text (ties by position).
+
+    For items of the generated report R' (its claims or sentences): whether one is graded depends on what
+    it says, not on where it stands, so the same text re-paragraphed (or a section moved) is graded on the
+    same sentences; `sample_items` by position would draw a new sample.
+    """
+    if len(population) <= k:
+        return list(population)
+
+    def rank(i: int) -> tuple[bytes, int]:
+        key = " ".join(text(population[i]).split()).encode("utf-8")
+        return hashlib.blake2b(key, digest_size=8, key=str(seed).encode("ascii")[:64]).digest(), i
+
+    picked = sorted(sorted(range(len(population)), key=rank)[:k])
     return [population[i] for i in picked]

@@ -193,7 +193,11 @@ def _table(lines: Sequence[str], b: Block, prev: Block | None, index: int) -> _T
         nh += 1
     # the caption / scale note right above: a paragraph ending on the line before or one blank up
     adjacent = prev is not None and prev.kind == "paragraph" and prev.end >= b.start - 2
-    above = prev.lines[-1].strip() if adjacent and prev is not None else ""
+    # its last sentence, lines joined: a hard-wrapped note ("... (in millions,\nexcept ...)") is one note
+    above = ""
+    if adjacent and prev is not None:
+        joined = " ".join(line.strip() for line in prev.lines)
+        above = (split_sentences(joined) or [joined])[-1].strip()
     after = b.end  # 0-based index of the line after the table
     nxt = after + 1 if after < len(lines) and not lines[after].strip() else after
     below = lines[nxt].strip() if nxt < len(lines) else ""
@@ -1172,23 +1176,18 @@ def check_no_markup_debris(doc: _Doc, ctx: RubricContext) -> Finding:
 
 @_check("no_repetition")
 def check_no_repetition(doc: _Doc, ctx: RubricContext) -> Finding:
+    # sentence by sentence: where the paragraph breaks fall must not hide (or make) a repeat
     seen: dict[str, int] = {}
-    units: list[tuple[int, str]] = []
-    for b in doc.blocks:
-        if b.kind == "paragraph":
-            units.append((b.start, _flat(b)))
-        elif b.kind == "list":
-            units.extend(b.items)
-    for ln, raw in units:
-        key = " ".join(re.findall(r"[a-z0-9]+", _clean(raw).lower()))
+    for s in _sentences(doc):
+        key = " ".join(re.findall(r"[a-z0-9]+", s.text.lower()))
         if len(key.split()) < 8:
             continue
         if key in seen:
             return Finding(
-                "fail", _snip(raw), f"line {ln}", f"this paragraph repeats the one at line {seen[key]}"
+                "fail", _snip(s.text), f"line {s.line}", f"this passage repeats the one at line {seen[key]}"
             )
-        seen[key] = ln
-    return Finding("pass", "", "whole report", f"{len(seen)} paragraphs of >= 8 words, none repeated")
+        seen[key] = s.line
+    return Finding("pass", "", "whole report", f"{len(seen)} sentences of >= 8 words, none repeated")
 
 
 # ======================================================================== G2 checks: substance (proxies)

@@ -41,7 +41,7 @@ from tasks.markdown.numbers import numbers_in
 from tasks.markdown.pieces import Piece, cells, markdown_pieces, row_parts
 from tasks.markdown.text import STOPWORDS, terms
 from tasks.score.coverage import OfflineCoverageJudge
-from tasks.score.judges import MAX_ITEMS, EmbedFn, sample_items
+from tasks.score.judges import MAX_ITEMS, EmbedFn, sample_by_text, sample_items
 from tasks.score.llm_judge import LLMJudge
 from tasks.score.metric import Inputs, JudgeEnv, MetricFamily, MetricSpec, parquet_bytes
 from tasks.tokens import count_tokens, count_tokens_many
@@ -508,8 +508,10 @@ class _Units:
         return self.add(f.text, f.source if _is_offline_row(f) else "", "fact")
 
     def cell(self, f: ScaffoldFact, value: str, kind: str) -> int:
-        # the row's text (for the cosine) with only this cell's figures (for the number match)
-        return self.add(f.text, f"| {value} |", kind)
+        # the row's text (for the cosine) with only this cell's figures (for the number match), read as a
+        # value cell of the row: its label (a loss, shares), column header (period) and table unit with it
+        raw = cells(f.source)
+        return self.add(f.text, f"| {raw[0] if raw else ''} | {value} |", kind)
 
 
 def _grading_plan(
@@ -615,7 +617,8 @@ class OfflineScaffoldJudge:
 
     def _sampled_claims(self, segs: list[Piece]) -> tuple[list[int], list[InfoUnit]]:
         """The seeded sample of R' pieces F and Fact Focus grade (1-based ids), each as a sentence unit."""
-        picked = sample_items(list(range(1, len(segs) + 1)), self.max_sentences, self.seed)
+        ids = list(range(1, len(segs) + 1))
+        picked = sample_by_text(ids, lambda i: segs[i - 1].text, self.max_sentences, self.seed)
         claims = [
             InfoUnit(
                 unit_id=i,
@@ -1284,7 +1287,8 @@ class LLMScaffoldJudge(LLMJudge):
         gold = _Numbered.of(scaffold.gold_markdown) if has_gold else None
         facts = _focus_facts(scaffold)
         # F and Fact Focus grade the same seeded sample of R' sentences
-        picked = sample_items(list(range(1, len(report) + 1)), self.max_sentences, self.seed)
+        ids = list(range(1, len(report) + 1))
+        picked = sample_by_text(ids, lambda i: report.pieces[i - 1].text, self.max_sentences, self.seed)
         sampled = picked if gold is not None and len(gold) else []
         focused = picked if facts else []
 
@@ -1663,8 +1667,20 @@ _FLOOR = (
     "paper 001's preservation score rewards keeping main items while dropping supporting ones: Y against "
     "itself scores 0, its floor, so no change can lower it"
 )
+_MAIN_ONLY = (
+    "counts main facts only: the lead prose of top-level sections and the aggregate rows of their tables"
+    " (tiers follow the layout, docs/metrics/scaffold.md); what the checklist changes mostly lies"
+    " elsewhere (the largest section of a 10-Q or a survey opens with a subsection, so it has no lead),"
+    " and fact_coverage and supporting_coverage hold the claim for the whole report"
+)
+_QUESTIONS = (
+    "one question per section, answered by its first fact, and one per main aggregate row: a change to the"
+    " rest of a section (its tables, its later figures and directions) leaves every question answered"
+)
 _UNCLAIMED = {
     "fps": tuple((a, _FLOOR) for a in ("figures", "directions", "periods", "content", "order", "tables")),
+    "main_coverage": (*_RECALL, *((a, _MAIN_ONLY) for a in ("figures", "directions", "content", "tables"))),
+    "question_coverage": (*_RECALL, *((a, _QUESTIONS) for a in ("figures", "directions", "tables"))),
     "fact_faithfulness": _PRECISION,
     "fact_focus": _PRECISION,
 }
