@@ -259,6 +259,15 @@ class LLMSettings(_Strict):
     backoff_initial_s: float = Field(default=1.0, ge=0)
     backoff_max_s: float = Field(default=30.0, ge=0)
     concurrency: int = Field(default=4, ge=1, le=64)
+    # Reasoning models (OpenAI o-series, GPT-5) take max_completion_tokens, not max_tokens, and only their
+    # default temperature: "auto" sends what the model's name suggests and adapts on the endpoint's first
+    # 400 that names the parameter (remembered for the client's life, docs/endpoints.md)
+    max_tokens_param: Literal["auto", "max_tokens", "max_completion_tokens"] = "auto"
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    # per role (e.g. {"fill" = "low", "structure_restricted" = "high"}); a role not named takes the above
+    reasoning_effort_by_role: dict[str, Literal["minimal", "low", "medium", "high"]] = Field(
+        default_factory=dict
+    )
 
     def resolved(self) -> LLMSettings:
         env = {

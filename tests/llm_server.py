@@ -163,6 +163,53 @@ def slow(reply: Reply, delay: float) -> Reply:
     return Reply(status=reply.status, json=reply.json, text=reply.text, headers=reply.headers, delay=delay)
 
 
+# ----------------------------------------------------------- behaving as real endpoints do (issue 42)
+
+# OpenAI's own 400 texts when a reasoning model (o-series, GPT-5) is sent chat parameters it does not take
+NO_MAX_TOKENS = (
+    "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' "
+    "instead."
+)
+NO_TEMPERATURE = (
+    "Unsupported value: 'temperature' does not support 0.0 with this model. Only the default (1) value "
+    "is supported."
+)
+
+
+def reasoning_model(inner: Behaviour, refused: dict[str, int] | None = None) -> Callable[[Recorded], Reply]:
+    """A reasoning model's endpoint: a 400 with OpenAI's text for `max_tokens` and for `temperature`
+    (counted in `refused`), else `inner`'s answer."""
+    lock = threading.Lock()
+
+    def answer(req: Recorded) -> Reply:
+        for name, text in (("max_tokens", NO_MAX_TOKENS), ("temperature", NO_TEMPERATURE)):
+            if name in (req.body or {}):
+                if refused is not None:
+                    with lock:
+                        refused[name] = refused.get(name, 0) + 1
+                return error(400, text)
+        return inner(req) if callable(inner) else inner
+
+    return answer
+
+
+def thinking(reply: Reply, draft: str) -> Reply:
+    """The reply of a reasoning model served without a reasoning parser (vLLM, Ollama: DeepSeek-R1,
+    Qwen3): its thoughts, holding a fenced JSON `draft`, in a <think> block before the answer, and the
+    answer's escaped newlines written raw, as models write without JSON mode."""
+    message = reply.json["choices"][0]["message"]
+    answer = message["content"].replace("\\n", "\n")
+    message["content"] = f"<think>A first draft:\n```json\n{draft}\n```\nNow the answer.</think>\n{answer}"
+    return reply
+
+
+def with_reasoning_content(reply: Reply, reasoning: str) -> Reply:
+    """The reply of a reasoning model served with a reasoning parser (vLLM, DeepSeek's API): its thoughts
+    in message.reasoning_content, beside the answer."""
+    reply.json["choices"][0]["message"]["reasoning_content"] = reasoning
+    return reply
+
+
 def fake_vector(text: str, dims: int = 8) -> list[float]:
     digest = hashlib.sha256(text.encode("utf-8")).digest()
     return [round(b / 255.0, 6) for b in digest[:dims]]

@@ -40,7 +40,7 @@ import pytest
 from schemas.release_rows import structure_from_row
 from tasks.llm.prompts import load_prompt
 from tests.conftest import CORPUS, SMALL_DOMAINS, shared_api_url
-from tests.llm_server import LLMTestServer, Recorded, Reply, chat_reply, error
+from tests.llm_server import LLMTestServer, Recorded, Reply, chat_reply, error, reasoning_model, thinking
 
 pytestmark = pytest.mark.skipif(
     not ((CORPUS / "edgar").is_dir() and (CORPUS / "arxiv").is_dir()), reason="shared corpus not found"
@@ -317,6 +317,52 @@ def broken(tmp_path_factory):
         sc.build("fixed")
         yield sc
         print(f"broken scenario timings: {', '.join(f'{k} {v:.1f}s' for k, v in sc.times.items())}")
+
+
+def reasoning_answer(inner: SmartResponder):
+    """The smart responder's answers as a reasoning model writes them: a <think> block with a draft."""
+
+    def answer(rec: Recorded) -> Reply:
+        reply = inner(rec)
+        content = (
+            reply.json["choices"][0]["message"]["content"] if reply.json and "choices" in reply.json else ""
+        )
+        return thinking(reply, content.replace("the", "DRAFT")) if content.startswith("{") else reply
+
+    return answer
+
+
+@pytest.fixture(scope="module")
+def reasoning(tmp_path_factory):
+    """The clean build against a reasoning-model endpoint: parameters refused, <think> blocks."""
+    inner, refused = SmartResponder(), {}
+    with LLMTestServer() as server:
+        server.default_chat = reasoning_model(reasoning_answer(inner), refused)
+        sc = Scenario(tmp_path_factory.mktemp("openai-reasoning"), server, inner)
+        sc.write_config()
+        sc.build("first")
+        sc.seen["refused"] = dict(refused)
+        yield sc
+
+
+def test_a_build_through_a_reasoning_model_endpoint(reasoning, clean):
+    res = reasoning.runs["first"]
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert reasoning.responder.errors == []
+    mine = pq.read_table(reasoning.release / "reports.parquet").to_pandas().set_index("report_id")
+    theirs = pq.read_table(clean.release / "reports.parquet").to_pandas().set_index("report_id")
+    # the answers, not the drafts in the reasoning blocks: the same reports as the plain endpoint's
+    assert mine.markdown.to_dict() == theirs.markdown.to_dict()
+    assert not any("DRAFT" in md for md in mine.markdown)
+    calls = reasoning.calls("first")
+    answered = [
+        r for r in reasoning.requests("first") if "max_tokens" not in r.body and "temperature" not in r.body
+    ]
+    assert {c.key for c in calls} == expected_keys() and max(c.attempt for c in calls) == 1
+    assert all(r.body["max_completion_tokens"] > 0 for r in answered)
+    # each client adapts on its first refusal and remembers it: refusals are a few, not one per call
+    refused = sum(reasoning.seen["refused"].values())
+    assert 0 < refused and refused <= len(answered) // 5, (refused, len(answered))
 
 
 def task_states(out: str) -> list[tuple[str, str]]:

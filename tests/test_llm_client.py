@@ -34,9 +34,11 @@ from tests.llm_server import (
     json_reply,
     malformed,
     rate_limited,
+    reasoning_model,
     server_error,
     slow,
     truncated,
+    with_reasoning_content,
 )
 
 llm_server = fake_llm.llm_server  # the pytest fixture (a started local server), used by name below
@@ -61,6 +63,17 @@ class Answer(BaseModel):
 @pytest.fixture(autouse=True)
 def api_key(monkeypatch):
     monkeypatch.setenv(KEY_ENV, SECRET)
+
+
+@pytest.fixture(autouse=True)
+def fresh_endpoints():
+    """What endpoints refused is remembered per process (tasks.llm.client._CAPS): a test's server port may
+    be another earlier test's, so each test starts from nothing learnt."""
+    import tasks.llm.client as client_module
+
+    client_module._CAPS.clear()
+    yield
+    client_module._CAPS.clear()
 
 
 def make_settings(server: LLMTestServer, **overrides) -> LLMSettings:
@@ -105,6 +118,64 @@ def test_fenced_json_is_accepted(llm_server, tmp_path):
     llm_server.script(chat_reply("Here you go:\n```json\n" + json.dumps(GOOD) + "\n```\n"))
     res = make_client(llm_server, tmp_path).complete_json("answer", MESSAGES, Answer, CTX)
     assert res.value.title == "Quarterly report"
+
+
+# ------------------------------------------------------------------- replies as real endpoints send them
+
+DRAFT = {"title": "draft title", "score": 0}
+
+
+def reasoning_reply(content: str | None, reasoning: str) -> Reply:
+    return with_reasoning_content(chat_reply(content), reasoning)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        # a <think> block holding a fenced JSON draft, then the answer
+        "<think>First a draft:\n```json\n"
+        + json.dumps(DRAFT)
+        + "\n```\nNow the real one.</think>\n"
+        + json.dumps(GOOD),
+        # a <think> block holding a brace, and the answer in a fence
+        "<think>The object needs {title, score}.</think>\n```json\n" + json.dumps(GOOD) + "\n```",
+        # the server dropped the opening tag: everything up to the closing one is reasoning
+        "I should answer with " + json.dumps(DRAFT) + "</think>" + json.dumps(GOOD),
+        # raw newlines and a tab inside a string, as models write without JSON mode
+        '{"title": "Quarterly\n\treport", "score": 3}',
+        # text after the closing brace, braces included
+        json.dumps(GOOD) + "\n\nNote: the score uses the {1..5} scale.",
+    ],
+    ids=["think-with-json-draft", "think-with-brace", "closing-tag-only", "raw-newline", "trailing-text"],
+)
+def test_real_endpoint_replies_parse_to_the_answer(llm_server, tmp_path, content):
+    llm_server.script(chat_reply(content))
+    client = make_client(llm_server, tmp_path)
+    res = client.complete_json("answer", MESSAGES, Answer, CTX)
+    assert res.attempts == 1 and res.value.score == 3 and res.value.title.startswith("Quarterly")
+    # what was cached is the answer, not a draft
+    again = client.complete_json("answer", MESSAGES, Answer, CTX)
+    assert again.cached and again.value == res.value and len(llm_server.chat_requests) == 1
+
+
+def test_reasoning_content_is_never_parsed(llm_server, tmp_path):
+    llm_server.script(
+        reasoning_reply(json.dumps(GOOD), "Draft: " + json.dumps(DRAFT)),
+        reasoning_reply(None, json.dumps(DRAFT)),  # thoughts only, no answer: invalid, asked again
+        json_reply(GOOD),
+    )
+    client = make_client(llm_server, tmp_path)
+    assert client.complete_json("answer", MESSAGES, Answer, CTX).value == Answer(**GOOD)
+    res = client.complete_json("other", MESSAGES, Answer, CTX)
+    assert res.value == Answer(**GOOD) and res.attempts == 2
+    assert "only reasoning" in llm_server.chat_requests[-1].messages[-1]["content"]
+
+
+def test_a_reasoning_block_that_never_closed_is_no_answer(llm_server, tmp_path):
+    llm_server.script(chat_reply("<think>Let me think about " + json.dumps(DRAFT)), json_reply(GOOD))
+    res = make_client(llm_server, tmp_path).complete_json("answer", MESSAGES, Answer, CTX)
+    assert res.value == Answer(**GOOD) and res.attempts == 2
+    assert "only reasoning" in llm_server.chat_requests[-1].messages[-1]["content"]
 
 
 def test_strip_fences_variants():
@@ -298,6 +369,60 @@ def test_response_format_rejected_falls_back(llm_server, tmp_path):
     assert len(reqs) == 2 and "response_format" in reqs[0].body and "response_format" not in reqs[1].body
     client.complete_json("other", MESSAGES, Answer, CTX)  # remembered: no second rejected attempt
     assert len(llm_server.chat_requests) == 3
+
+
+# ------------------------------------------------------------------- reasoning models (o-series, GPT-5)
+
+reasoning_endpoint = reasoning_model(json_reply(GOOD))  # refuses max_tokens and temperature as OpenAI does
+
+
+def test_a_reasoning_model_adapts_once_and_remembers(llm_server, tmp_path, caplog):
+    llm_server.default_chat = reasoning_endpoint
+    client = make_client(llm_server, tmp_path, model="my-azure-deployment", reasoning_effort="low")
+    with caplog.at_level(logging.WARNING):
+        assert client.complete_json("answer", MESSAGES, Answer, CTX).value == Answer(**GOOD)
+    first = llm_server.chat_requests
+    assert [("max_tokens" in r.body, "temperature" in r.body) for r in first] == [
+        (True, True),
+        (False, True),
+        (False, False),
+    ]
+    assert first[-1].body["max_completion_tokens"] == 4096 and first[-1].body["reasoning_effort"] == "low"
+    assert all(r.body["response_format"] == {"type": "json_object"} for r in first)  # JSON mode kept
+    assert "max_completion_tokens instead of max_tokens" in caplog.text
+    client.complete_json("other", MESSAGES, Answer, CTX)  # remembered: one request, never resent unchanged
+    assert len(llm_server.chat_requests) == 4
+    # and by every client of this endpoint in the process (a build makes one per step)
+    make_client(llm_server, tmp_path, model="my-azure-deployment").complete_json(
+        "third", MESSAGES, Answer, CTX
+    )
+    assert len(llm_server.chat_requests) == 5
+
+
+def test_a_reasoning_model_name_is_sent_its_parameters_first(llm_server, tmp_path):
+    llm_server.default_chat = reasoning_endpoint
+    client = make_client(
+        llm_server,
+        tmp_path,
+        model="o4-mini",
+        reasoning_effort="high",
+        reasoning_effort_by_role={"fill": "low"},
+    )
+    client.complete_json("structure", MESSAGES, Answer, CTX)
+    client.complete_json("fill", MESSAGES, Answer, CTX)
+    a, b = llm_server.chat_requests
+    assert "temperature" not in a.body and a.body["max_completion_tokens"] == 4096
+    assert (a.body["reasoning_effort"], b.body["reasoning_effort"]) == ("high", "low")
+
+
+def test_a_400_about_something_else_is_not_taken_for_a_parameter(llm_server, tmp_path):
+    llm_server.default_chat = lambda req: error(400, "This model's maximum context length is 8192 tokens.")
+    client = make_client(llm_server, tmp_path)
+    with pytest.raises(LLMRequestError):
+        client.complete_json("answer", MESSAGES, Answer, CTX)
+    # once as asked, once without response_format: never a third time, never another parameter dropped
+    reqs = llm_server.chat_requests
+    assert len(reqs) == 2 and all("max_tokens" in r.body and "temperature" in r.body for r in reqs)
 
 
 # ------------------------------------------------------------------------------------------ cache

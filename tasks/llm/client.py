@@ -33,7 +33,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 # `openai` (~0.5 s of imports) is imported in the functions that use it: commands on the offline
@@ -166,6 +166,22 @@ def _semaphore(endpoint: str, limit: int) -> threading.BoundedSemaphore:
 # -------------------------------------------------------------------------------- parsing helpers
 
 _FENCED = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\r?\n(.*?)```", re.S)
+# What reasoning models write before their answer, in the reply text itself (DeepSeek-R1, Qwen3 and others
+# served without a reasoning parser): never the answer, and often a JSON draft of it.
+_REASONING = re.compile(r"<(think|thinking|reasoning)>.*?</\1\s*>", re.S | re.I)
+_REASONING_OPEN = re.compile(r"\s*<(?:think|thinking|reasoning)>", re.I)
+_REASONING_CLOSE = re.compile(r"</(?:think|thinking|reasoning)\s*>", re.I)
+
+
+def drop_reasoning(text: str) -> str:
+    """The reply without its reasoning blocks (`<think>...</think>` and the like); "" when the reply is
+    a reasoning block that never closed (the answer was never written). A closing tag whose opening tag
+    the server already removed ends the reasoning too."""
+    t = _REASONING.sub("", text)
+    if _REASONING_OPEN.match(t):
+        return ""
+    closes = list(_REASONING_CLOSE.finditer(t))
+    return t[closes[-1].end() :] if closes else t
 
 
 def strip_fences(text: str) -> str:
@@ -199,13 +215,36 @@ def _one_line(text: str, limit: int = _REASON_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+# strict=False: raw newlines and tabs inside strings, as models write them without JSON mode
+_LENIENT = json.JSONDecoder(strict=False)
+
+
+def _decode(body: str) -> Any:
+    """The JSON value of `body`; else the first object in it, text after its closing brace ignored."""
+    try:
+        return _LENIENT.decode(body)
+    except json.JSONDecodeError as first:
+        start = body.find("{")
+        if start == -1:
+            raise
+        try:
+            return _LENIENT.raw_decode(body, start)[0]
+        except json.JSONDecodeError:
+            raise first from None
+
+
 def parse_reply(text: str, schema: type[T], check: Callable[[T], Any] | None = None) -> T:
-    """Parse and validate one reply; raises InvalidOutput with a short reason."""
-    body = strip_fences(text)
+    """Parse and validate one reply; raises InvalidOutput with a short reason. Reasoning blocks are set
+    aside first and never parsed; code fences, raw newlines in strings and text around the object are
+    tolerated."""
+    answer = drop_reasoning(text)
+    if not answer.strip() and text.strip():
+        raise InvalidOutput("the reply holds only reasoning, no answer after it", text)
+    body = strip_fences(answer)
     if not body:
         raise InvalidOutput("the reply was empty", text)
     try:
-        data = json.loads(body)
+        data = _decode(body)
     except json.JSONDecodeError as exc:
         raise InvalidOutput(
             f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})", text
@@ -312,6 +351,58 @@ class _Backoff:
 # ------------------------------------------------------------------------------------------ client
 
 
+# Model names whose requests take max_completion_tokens and the default temperature only (OpenAI's
+# o-series and GPT-5); an endpoint that says otherwise in a 400 is believed (docs/endpoints.md)
+_REASONING_MODEL = re.compile(r"^(?:o\d|gpt-5)", re.I)
+# what an endpoint says in the 400 that names a parameter it does not take
+_UNSUPPORTED = re.compile(
+    r"unsupported (?:parameter|value)|not supported|unrecognized|unknown|extra_forbidden", re.I
+)
+
+
+@dataclass
+class _Caps:
+    """The request parameters one endpoint takes, as learnt from its 400s."""
+
+    tokens: str = "max_tokens"
+    dropped: set[str] = field(default_factory=set)
+
+    @classmethod
+    def guess(cls, s: LLMSettings) -> _Caps:
+        name = s.model.rsplit("/", 1)[-1]
+        if s.max_tokens_param != "auto":
+            return cls(tokens=s.max_tokens_param)
+        if _REASONING_MODEL.match(name):
+            return cls(tokens="max_completion_tokens", dropped={"temperature", "top_p"})
+        return cls()
+
+    def adapt(self, error: str, sent: dict[str, Any]) -> str:
+        """Learn from a 400: what changed ("" when the error names nothing this can leave out)."""
+        low = error.lower()
+        if not _UNSUPPORTED.search(low):
+            return ""
+        if self.tokens == "max_tokens" and "max_tokens" in low and "max_completion_tokens" in low:
+            self.tokens = "max_completion_tokens"
+            return "sending max_completion_tokens instead of max_tokens from now on"
+        for name in ("temperature", "top_p", "reasoning_effort"):
+            if name in sent and name in low and name not in self.dropped:
+                self.dropped.add(name)
+                return f"not sending {name} from now on"
+        return ""
+
+
+_CAPS: dict[tuple[str, str, str], _Caps] = {}
+_CAPS_LOCK = threading.Lock()
+
+
+def _caps_of(s: LLMSettings) -> _Caps:
+    """One endpoint's capabilities for the whole process: every client of one (base URL, model) learns
+    from the first refusal any of them gets, as the concurrency limit is shared (`_semaphore`)."""
+    key = (s.base_url or "(default endpoint)", s.model, s.max_tokens_param)
+    with _CAPS_LOCK:
+        return _CAPS.setdefault(key, _Caps.guess(s))
+
+
 class LLMClient:
     """See the module docstring. One instance may be shared by many threads."""
 
@@ -345,6 +436,8 @@ class LLMClient:
         self.stats = LLMStats()
         self._sem = _semaphore(settings.base_url or "(default endpoint)", settings.concurrency)
         self._json_mode = True  # cleared when the endpoint rejects response_format
+        # what this endpoint takes (adapted once on a 400 naming the parameter, then remembered)
+        self._caps = _caps_of(settings)
 
     def __repr__(self) -> str:
         return f"LLMClient(base_url={self.settings.base_url!r}, model={self.settings.model!r})"
@@ -432,48 +525,69 @@ class LLMClient:
 
     # -- chat
 
-    def _params(self) -> dict[str, Any]:
+    def _effort(self, role: str) -> str | None:
         s = self.settings
-        return {
+        return s.reasoning_effort_by_role.get(role, s.reasoning_effort)
+
+    def _params(self, role: str = "") -> dict[str, Any]:
+        """What a request asks for, as hashed for the cache: the settings, not their wire names (the
+        endpoint's adaptations change how a request is sent, not what it asks)."""
+        s = self.settings
+        out = {
             "temperature": s.temperature,
             "max_tokens": s.max_output_tokens,
             "response_format": JSON_MODE,
             **self.sampling,
         }
+        effort = self._effort(role)
+        return {**out, "reasoning_effort": effort} if effort else out
 
-    def _create(self, messages: list[dict[str, Any]]) -> Any:
-        """One chat completion (plus, once, the same request without response_format on a 400)."""
+    def _wire(self, messages: list[dict[str, Any]], role: str) -> dict[str, Any]:
+        """The request as this endpoint takes it."""
+        s, caps = self.settings, self._caps
+        kwargs: dict[str, Any] = {"model": s.model, "messages": messages, caps.tokens: s.max_output_tokens}
+        kwargs.update({k: v for k, v in self.sampling.items() if k not in caps.dropped})
+        if "temperature" not in caps.dropped:
+            kwargs["temperature"] = s.temperature
+        effort = self._effort(role)
+        if effort and "reasoning_effort" not in caps.dropped:
+            kwargs["reasoning_effort"] = effort
+        return kwargs
+
+    def _create(self, messages: list[dict[str, Any]], role: str = "") -> Any:
+        """One chat completion. A 400 that names a parameter this endpoint does not take adapts the
+        request once and is remembered (max_tokens -> max_completion_tokens, temperature / top_p /
+        reasoning_effort left out); any other 400 is retried once without response_format."""
         import openai
 
-        s = self.settings
-        kwargs: dict[str, Any] = {
-            "model": s.model,
-            "messages": messages,
-            "temperature": s.temperature,
-            "max_tokens": s.max_output_tokens,
-            **self.sampling,
-        }
+        plain = False  # this request goes without response_format
         with self._sem:
-            if self._json_mode:
+            while True:
+                kwargs = self._wire(messages, role)
+                json_mode = self._json_mode and not plain
                 self.stats.add(calls=1)
                 try:
-                    return self._openai.chat.completions.create(**kwargs, response_format=JSON_MODE)
-                except openai.BadRequestError as exc:
-                    log.warning(
-                        "endpoint rejected a request with response_format=json_object (%s); retrying "
-                        "once without it",
-                        self.describe(exc),
+                    completion = self._openai.chat.completions.create(
+                        **kwargs, **({"response_format": JSON_MODE} if json_mode else {})
                     )
-                self.stats.add(calls=1)
-                try:
-                    completion = self._openai.chat.completions.create(**kwargs)
-                except openai.BadRequestError:
-                    raise  # the 400 was about something else: keep JSON mode for later requests
-                log.warning("endpoint accepts requests without response_format: not sending it again")
-                self._json_mode = False
+                except openai.BadRequestError as exc:
+                    change = self._caps.adapt(self.describe(exc), kwargs)
+                    if change:
+                        log.warning("endpoint rejected a parameter (%s): %s", self.describe(exc), change)
+                        continue
+                    if json_mode:
+                        log.warning(
+                            "endpoint rejected a request with response_format=json_object (%s); retrying "
+                            "once without it",
+                            self.describe(exc),
+                        )
+                        plain = True
+                        continue
+                    raise  # about something else: keep JSON mode for later requests
+                if plain and self._json_mode:
+                    log.warning("endpoint accepts requests without response_format: not sending it again")
+                    self._json_mode = False
                 return completion
-            self.stats.add(calls=1)
-            return self._openai.chat.completions.create(**kwargs)
 
     @staticmethod
     def _reply_text(completion: Any) -> str:
@@ -491,6 +605,9 @@ class LLMClient:
                 "output truncated at the token limit (finish_reason=length)", content, truncated=True
             )
         if not content or not content.strip():
+            # a reasoning model's thoughts (reasoning_content, vLLM / DeepSeek) are never the answer
+            if getattr(choice.message, "reasoning_content", None):
+                raise InvalidOutput("the reply holds only reasoning (reasoning_content), no answer")
             raise InvalidOutput("the reply was empty")
         return content
 
@@ -510,7 +627,7 @@ class LLMClient:
         """
         s = self.settings
         messages = [dict(m) for m in messages]
-        key = request_hash(role, s.model, messages, self._params())
+        key = request_hash(role, s.model, messages, self._params(role))
         entry = self.cache.get(key)
         if entry is not None and entry.kind == "chat" and entry.text is not None:
             try:
@@ -542,7 +659,7 @@ class LLMClient:
         model = s.model
         reason = "no reply"
         for attempt in range(1, max_attempts + 1):
-            completion = self._with_retries(lambda c=convo: self._create(c), role, ctx)
+            completion = self._with_retries(lambda c=convo: self._create(c, role), role, ctx)
             usage = getattr(completion, "usage", None)
             p = int(getattr(usage, "prompt_tokens", 0) or 0)
             c = int(getattr(usage, "completion_tokens", 0) or 0)
