@@ -106,6 +106,11 @@ class StructureOutput(BaseModel):
     sections: list[StructureNode] = Field(min_length=1)
 
 
+# guiding questions per top-level section (paper 000's question step); the questions role's reply check
+# enforces it, so a reply that breaks it is asked again and never cached
+MIN_QUESTIONS, MAX_QUESTIONS = 5, 8
+
+
 class NodeQuestions(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str

@@ -280,6 +280,39 @@ def test_add_questions(llm_server, tmp_path):
     assert structure.find("s1").questions == []  # input not mutated
 
 
+def test_a_question_count_outside_5_to_8_is_asked_again_and_never_cached(llm_server, tmp_path):
+    # issue 42: the step's 5-8 rule used to be checked only after the reply was cached, so a reply of 9
+    # questions failed the step on every rerun, from the cache
+    structure = ReportStructure.model_validate({"title": STRUCTURE["title"], "nodes": STRUCTURE["sections"]})
+    nine = {"sections": [{**QUESTIONS["sections"][0], "questions": [f"Q{i}?" for i in range(9)]}]}
+    nine["sections"] += QUESTIONS["sections"][1:]
+    llm_server.script(json_reply(nine), json_reply(QUESTIONS))
+    out = make_backend(llm_server, tmp_path).add_questions(structure, small_gset(tmp_path), None, EDGAR)
+    assert len(out.find("s1").questions) == 5 and out.provenance[-1].calls == 2
+    assert "5-8 guiding questions; not so for s1 (9)" in llm_server.chat_requests[1].messages[-1]["content"]
+    # the valid reply is what was cached: a rerun asks nothing
+    make_backend(llm_server, tmp_path).add_questions(structure, small_gset(tmp_path), None, EDGAR)
+    assert len(llm_server.chat_requests) == 2
+
+
+def test_a_cached_reply_that_breaks_todays_rule_is_a_miss(llm_server, tmp_path):
+    structure = ReportStructure.model_validate({"title": STRUCTURE["title"], "nodes": STRUCTURE["sections"]})
+    nine = {"sections": [{**QUESTIONS["sections"][0], "questions": [f"Q{i}?" for i in range(9)]}]}
+    nine["sections"] += QUESTIONS["sections"][1:]
+    backend = make_backend(llm_server, tmp_path)
+    # a reply cached by an older frame that did not check the count: the request's own cache entry
+    llm_server.script(json_reply(QUESTIONS))
+    first = backend.add_questions(structure, small_gset(tmp_path), None, EDGAR)
+    [entry] = [p for p in (tmp_path / "cache").rglob("*.json") if '"questions"' in p.read_text()]
+    cached = json.loads(entry.read_text())
+    cached["text"] = json.dumps(nine)
+    entry.write_text(json.dumps(cached))
+    llm_server.script(json_reply(QUESTIONS))
+    again = make_backend(llm_server, tmp_path).add_questions(structure, small_gset(tmp_path), None, EDGAR)
+    assert len(llm_server.chat_requests) == 2  # asked again, not failed from the cache
+    assert again.find("s1").questions == first.find("s1").questions
+
+
 def test_add_questions_adapts_previous(llm_server, tmp_path):
     prev = ReportStructure.model_validate({"title": "old", "nodes": STRUCTURE["sections"]})
     prev.find("s1").questions = ["How did net sales change last quarter?"]

@@ -39,6 +39,8 @@ from schemas.documents import GroundingDocument
 from schemas.structure import (
     CONTAINERS,
     LEAVES,
+    MAX_QUESTIONS,
+    MIN_QUESTIONS,
     FillOutput,
     Provenance,
     QuestionsOutput,
@@ -431,6 +433,19 @@ class OpenAIBackend:
         blank = [q.id for q in out.sections if any(not x.strip() for x in q.questions)]
         if blank:
             raise ValueError(f"empty question strings for {', '.join(blank[:5])}")
+        # the step's own rule (tasks/synthesize/questions.py), checked here so that a reply breaking it is
+        # asked again with the reason and never cached, rather than cached and failing every rerun
+        top = {n.id for n in structure.nodes}
+        odd = [
+            f"{q.id} ({len(q.questions)})"
+            for q in out.sections
+            if q.id in top and not MIN_QUESTIONS <= len(q.questions) <= MAX_QUESTIONS
+        ]
+        if odd:
+            raise ValueError(
+                f"each top-level section needs {MIN_QUESTIONS}-{MAX_QUESTIONS} guiding questions; "
+                f"not so for {', '.join(odd[:8])}"
+            )
 
     def add_questions(
         self, structure: ReportStructure, gset: GroundingSet, prev: ReportStructure | None, ctx: StepContext
@@ -451,9 +466,6 @@ class OpenAIBackend:
         )
         self._record(role, result)
         by_id = {q.id: [x.strip() for x in q.questions] for q in result.value.sections}
-        odd = sorted(i for i, qs in by_id.items() if not 5 <= len(qs) <= 8)
-        if odd:
-            log.info("%s: question count outside 5-8 for %s", LLMClient.where(role, ctx), ", ".join(odd[:10]))
         out = structure.model_copy(deep=True)
         for n in out.walk():
             if n.id in by_id:

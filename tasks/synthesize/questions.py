@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from schemas.structure import ReportStructure
+from schemas.structure import MAX_QUESTIONS, MIN_QUESTIONS, ReportStructure
 from tasks.errors import FrameInputError
 from tasks.ground.load import GroundingSet
 from tasks.llm.backend import Backend, StepContext
 
-MIN_QUESTIONS, MAX_QUESTIONS = 5, 8
+__all__ = ["MAX_QUESTIONS", "MIN_QUESTIONS", "augment_questions"]
 
 
 def augment_questions(
