@@ -27,6 +27,7 @@ __all__ = [
     "md_blocks",
     "numbers",
     "row_figures",
+    "row_figures_strong",
     "row_parts",
     "stated_scale",
     "table_cell_figures",
@@ -340,6 +341,14 @@ def row_figures(text: str, source: str) -> list[tuple[Num, str]]:
         if not _SCALE_NOTE.match(v):
             out.extend((n, v) for n in table_cell_figures(v, header, label, stated, context))
     return out
+
+
+def row_figures_strong(text: str, source: str) -> list[tuple[Num, bool]]:
+    """`row_figures`, each figure with whether it is strong (`strong_numbers` of its cell: not a year,
+    a date part, math or a cross-reference)."""
+    figs = row_figures(text, source)
+    spans = {cell: {(n.start, n.end) for n in strong_numbers(cell)} for cell in {c for _, c in figs}}
+    return [(n, (n.start, n.end) in spans[c]) for n, c in figs]
 
 
 def _table_pieces(block: Block, stated_before: str = "") -> list[Piece]:

@@ -34,7 +34,7 @@ from tasks.markdown.pieces import (
     markdown_pieces,
     md_blocks,
     numbers,
-    row_figures,
+    row_figures_strong,
     strong_numbers,
 )
 from tasks.markdown.text import names, terms, words
@@ -89,9 +89,8 @@ def _figures(content: str, source: str) -> tuple[list[Num], list[bool]]:
     (its source is a pipe-table line): the numbers of its label and cells read with the table (its stated
     unit and column headers, which the row's text holds), not those of the column headers themselves."""
     if source.strip().startswith("|"):
-        figs = row_figures(content, source)
-        spans = {cell: {(n.start, n.end) for n in strong_numbers(cell)} for cell in {c for _, c in figs}}
-        return [n for n, _ in figs], [(n.start, n.end) not in spans[c] for n, c in figs]
+        figs = row_figures_strong(content, source)
+        return [n for n, _ in figs], [not strong for _, strong in figs]
     return _weak_flags(content)
 
 

@@ -24,7 +24,7 @@ from tasks.markdown.pieces import (
     markdown_numbers,
     markdown_pieces,
     md_blocks,
-    row_figures,
+    row_figures_strong,
     strong_numbers,
 )
 from tasks.score.llm_judge import LLMJudge, input_budget
@@ -141,9 +141,7 @@ def _scale(share: float) -> int:
 
 def _strong(piece: Piece) -> list[Num]:
     if piece.kind == "row":  # its own cells read with the table (stated unit, column period, a loss row)
-        figs = row_figures(piece.text, piece.source)
-        strong = {cell: {(n.start, n.end) for n in strong_numbers(cell)} for cell in {c for _, c in figs}}
-        return [n for n, cell in figs if (n.start, n.end) in strong[cell]]
+        return [n for n, strong in row_figures_strong(piece.text, piece.source) if strong]
     return strong_numbers(piece.source)
 
 

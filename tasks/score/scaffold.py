@@ -1018,6 +1018,13 @@ def _known_ids(label: str, ids: Sequence[int], shown: set[int], total: int) -> N
 # ======================================================================== numbered reports (LLM judge)
 
 
+def _sentence(report: _Numbered, i: int, ok: bool, **more: Any) -> Alignment:
+    """The alignment of sentence `i` of R' (F and Fact Focus grade sentences alike)."""
+    return Alignment(
+        item_id=i, kind="sentence", text=report.pieces[i - 1].text, ok=ok, score=1.0 if ok else 0.0, **more
+    )
+
+
 @dataclass
 class _Numbered:
     """A report as numbered pieces (ids from 1) with what excerpting needs."""
@@ -1532,12 +1539,10 @@ class LLMScaffoldJudge(LLMJudge):
         for i in batch:
             s = by_id[i]
             out.append(
-                Alignment(
-                    item_id=i,
-                    kind="sentence",
-                    text=report.pieces[i - 1].text,
-                    ok=s.supported,
-                    score=1.0 if s.supported else 0.0,
+                _sentence(
+                    report,
+                    i,
+                    s.supported,
                     **gold.cited(sorted(set(s.evidence_ids))),
                     rationale=(s.justification.strip() + suffix).strip(),
                 )
@@ -1587,12 +1592,10 @@ class LLMScaffoldJudge(LLMJudge):
             s = by_id[i]
             fids = sorted(set(s.fact_ids)) if s.aligned else []
             out.append(
-                Alignment(
-                    item_id=i,
-                    kind="sentence",
-                    text=report.pieces[i - 1].text,
-                    ok=s.aligned,
-                    score=1.0 if s.aligned else 0.0,
+                _sentence(
+                    report,
+                    i,
+                    s.aligned,
                     sentence_ids=fids,
                     evidence=" ".join(fact[f].text for f in fids[:3]),
                     evidence_ref=fact[fids[0]].section if fids else "",
