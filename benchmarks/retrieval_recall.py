@@ -32,8 +32,36 @@ this venv (its recorded figures when the commit is not in the repository). PASS 
 least 0.95 and every request fits the budget (a report: it exits 0 either way). Offline: no model, no
 network; the release is the demo one that `make demo` builds from ../shared/corpus.
 
+**Fill evidence** (issue 42, point 6; after the verifier's figures, skipped with `--no-fill`): the share of
+each content element's supporting passages that the gold build's fill step gives the element. For every
+gold report of the release, the offline fill is replayed on the release's own structure, outline and G
+(`fill_report` with the offline backend; a report whose replay is not byte-identical to the release's is
+left out and counted), which gives each element's content. The element's *supporting sources* are the G
+sources (located by `Sources`, as above) of the claims of its content (`claims_of`: its sentences, list
+items and table rows). The fill retrieval under test is `RetrievalIndex` over G with the passage budget
+the build's fill task gives an LLM backend (`fill_budget`: 12,000 tokens for the default 128,000-token
+window, 8,000 for 32,000), once as it was (`search`, top 8 that fit) and once as it is
+(`search_budget`: the budget filled, tasks/synthesize/retrieve.py "Budget"); a source is *given* when
+its text is in the normalised text of the element's passages. Printed per category: elements, the mean
+per-element share (elements with at least one attributed source), the pooled share (sources given / all),
+the mean passage tokens and passages per element; the offline backend's own retrieval (1,500 tokens, top
+8) is printed first as a check of the oracle. FILL PASS when every element's filled passages fit the
+budget, contain every passage the top 8 gave (so no share can fall) and no share is below the top 8's.
+
+What this figure says and does not say. The offline gold's content was itself selected from the
+offline retrieval's passages (top 8 within 1,500 tokens, same ranking), so its sources are by
+construction near the top of the ranking, and the offline row is ~1 trivially. For the LLM budgets the
+figure says (a) whether a retrieval keeps the passages that ranking put first: a plain top 8 under a
+larger budget loses the sources that the 1,500-token budget reached further down, after skipping
+passages too long for it; and (b) how many more evidence tokens the filled budget costs per element.
+It does not say whether the passages added beyond those are useful to an LLM writer, nor what share
+of the information an LLM-written gold would draw on they hold: the supporting set is defined by the
+same ranking, so it cannot show recall gains deeper in the ranking (that would need a gold whose
+content was not chosen from retrieved passages).
+
     .venv/bin/python benchmarks/retrieval_recall.py [--release data/releases/demo/0.1.0]
         [--context-tokens 128000 32000] [--max-output-tokens 4096] [--no-baseline] [--json out.json]
+        [--no-fill | --fill-only] [--fill-json fill.json]
 """
 
 from __future__ import annotations
@@ -157,7 +185,9 @@ class RecordingClient:
     def __init__(self) -> None:
         self.requests: list[tuple[str, str, int]] = []  # (role, user message, tokens of all messages)
 
-    def complete_json(self, role, messages, schema, ctx, *, check=None):
+    def complete_json(self, role, messages, schema, ctx, *, check=None, **_options):
+        # _options: the client's other keywords (e.g. what to do on a reply cut at the output limit): a
+        # recording never has a reply to cut
         from tasks.llm.client import LLMResult
         from tasks.tokens import count_tokens
 
@@ -265,6 +295,151 @@ def measure(release: Path, context_tokens: int, max_output_tokens: int, regime: 
     return {**figures, "max_tokens": top, "input_budget": input_budget(settings)}
 
 
+# ---------------------------------------------------------------- the fill step's evidence per element
+
+OFFLINE_FILL = (1500, 8)  # the offline backend's fill retrieval: budget, top k (flows/build.py)
+
+
+def fill_budget_for(context_tokens: int) -> int:
+    """The passage budget the build's fill task gives an LLM backend with this context window."""
+    from schemas.config import LLMSettings
+    from tasks.synthesize.estimate import fill_budget
+
+    return fill_budget(LLMSettings(backend="openai", model="recall-bench", context_tokens=context_tokens))
+
+
+def _fill_row() -> dict[str, Any]:
+    return {
+        "elements": 0,
+        "attributed": 0,
+        "share_sum": 0.0,
+        "given": 0,
+        "sources": 0,
+        "tokens": 0,
+        "passages": 0,
+    }
+
+
+def measure_fill(release: Path, contexts: list[int]) -> dict[str, Any]:
+    """{"reports", "identical", "rows": {label: {"budget", family: figures}}, "violations": [...]}: per
+    retrieval (label), per family, the share of each element's supporting sources in its passages."""
+    import pandas as pd
+
+    from schemas.release_rows import structure_from_row
+    from tasks.ground.load import grounding_set_from_rows
+    from tasks.llm.backend import StepContext
+    from tasks.score.faithfulness import claims_of
+    from tasks.score.inputs import grounding_of
+    from tasks.synthesize.fill import fill_report
+    from tasks.synthesize.offline import OfflineBackend
+    from tasks.synthesize.retrieve import RetrievalIndex
+
+    labels: dict[str, tuple[int, str]] = {
+        f"offline {OFFLINE_FILL[0]:,}, top 8 (the gold's)": (OFFLINE_FILL[0], "top8")
+    }
+    for n in contexts:
+        b = fill_budget_for(n)
+        labels[f"{n // 1000}k: {b:,}, top 8 (before)"] = (b, "top8")
+        labels[f"{n // 1000}k: {b:,}, filled (now)"] = (b, "filled")
+    out: dict[str, Any] = {"reports": 0, "identical": 0, "violations": []}
+    rows: dict[str, dict[str, Any]] = {label: {"budget": b} for label, (b, _) in labels.items()}
+    reports = pd.read_parquet(release / "reports.parquet").sort_values("report_id")
+    structures = {
+        str(r["report_id"]): r for r in pd.read_parquet(release / "structures.parquet").to_dict("records")
+    }
+    grounding = pd.read_parquet(release / "grounding_documents.parquet")
+    by_set = {str(k): g.to_dict("records") for k, g in grounding.groupby("grounding_set_id")}
+    for rep in reports.to_dict("records"):
+        rid, fam = str(rep["report_id"]), family(str(rep["category"]))
+        out["reports"] += 1
+        if rid not in by_set or rid not in structures:
+            continue
+        structure = structure_from_row(structures[rid])
+        gset = grounding_set_from_rows(by_set[rid])
+        ctx = StepContext(
+            str(rep["domain"]),
+            str(rep["snapshot"]),
+            str(rep["category"]),
+            "edgar" if fam == "financial" else "arxiv",
+        )
+        replay = fill_report(OfflineBackend(), str(rep["outline"]), structure, gset, ctx)
+        if replay.report != str(rep["markdown"]):
+            continue  # the offline fill of this checkout no longer gives the release's gold: not measured
+        out["identical"] += 1
+        src = Sources(list(grounding_of(release, rid)))
+        index = RetrievalIndex(gset)
+        for node_id, content in replay.contents.items():
+            node = structure.find(node_id)
+            wanted = [
+                a for c in claims_of(content) if (a := src.of(c.content, c.source_sentence)) is not None
+            ]
+            top8: dict[int, list[Any]] = {}
+            for label, (budget, how) in labels.items():
+                if how == "top8":
+                    passages = index.search(node, structure, budget_tokens=budget, k=8)
+                    top8[budget] = passages
+                else:
+                    passages = index.search_budget(node, structure, budget_tokens=budget)
+                    base = {(p.doc_id, p.text) for p in top8[budget]}
+                    if sum(p.tokens for p in passages) > budget or not base <= {
+                        (p.doc_id, p.text) for p in passages
+                    }:
+                        out["violations"].append(f"{rid} {node_id} ({label})")
+                evidence = " ¶ ".join(norm(p.text) for p in passages)
+                given = sum(any(all(t in evidence for t in alt) for alt in alts) for alts in wanted)
+                f = rows[label].setdefault(fam, _fill_row())
+                f["elements"] += 1
+                f["tokens"] += sum(p.tokens for p in passages)
+                f["passages"] += len(passages)
+                if wanted:
+                    f["attributed"] += 1
+                    f["share_sum"] += given / len(wanted)
+                    f["given"] += given
+                    f["sources"] += len(wanted)
+    out["rows"] = rows
+    return out
+
+
+def fill_table(fill: dict[str, Any]) -> bool:
+    """Print the fill figures; True when the filled evidence fits its budget, holds the top 8's passages
+    and no share is below the top 8's."""
+    print(
+        f"fill evidence per content element: {fill['identical']} of {fill['reports']} gold reports replayed "
+        "identically by the offline fill (the others are not measured)"
+    )
+    print(
+        f"{'retrieval (budget, passages)':<36}{'category':<11}{'elements':>9}{'share/elem.':>12}"
+        f"{'pooled':>22}{'tokens/elem.':>14}{'passages/elem.':>16}"
+    )
+    ok = not fill["violations"]
+    before: dict[tuple[int, str], float] = {}
+    for label, row in fill["rows"].items():
+        for fam in ("financial", "academic"):
+            f = row.get(fam)
+            if not f:
+                continue
+            mean = f["share_sum"] / f["attributed"] if f["attributed"] else None
+            pooled = f"{f['given'] / f['sources']:.3f} ({f['given']}/{f['sources']})" if f["sources"] else "-"
+            print(
+                f"{label:<36}{fam:<11}{f['elements']:>9}{(f'{mean:.3f}' if mean is not None else '-'):>12}"
+                f"{pooled:>22}{f['tokens'] / f['elements']:>14,.0f}{f['passages'] / f['elements']:>16.1f}"
+            )
+            if mean is None:
+                continue
+            key = (row["budget"], fam)
+            if label.endswith("(before)"):
+                before[key] = mean
+            elif label.endswith("(now)") and mean < before.get(key, 0.0):
+                ok = False
+    for v in fill["violations"][:10]:
+        print(f"  over budget or missing a top-8 passage: {v}")
+    print(
+        ("FILL PASS" if ok else "FILL FAIL")
+        + ": every element's filled passages fit the budget and hold the top 8's, no share below the top 8's"
+    )
+    return ok
+
+
 # ---------------------------------------------------------------- baseline and report
 
 
@@ -338,9 +513,16 @@ def main() -> None:
     ap.add_argument("--no-baseline", action="store_true", help="skip the run of the baseline commit")
     ap.add_argument("--measure-only", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--json", type=Path, default=None, help="write the figures there")
+    fill = ap.add_mutually_exclusive_group()
+    fill.add_argument("--no-fill", action="store_true", help="skip the fill evidence figures")
+    fill.add_argument("--fill-only", action="store_true", help="only the fill evidence figures")
+    ap.add_argument("--fill-json", type=Path, default=None, help="write the fill figures there")
     args = ap.parse_args()
     if not (args.release / "instances.parquet").is_file():
         sys.exit(f"{args.release}: no release there (run `make demo` first)")
+    if args.fill_only:
+        report_fill(args)
+        return
     figures = {
         str(n): {regime: measure(args.release, n, args.max_output_tokens, regime) for regime in REGIMES}
         for n in args.context_tokens
@@ -369,6 +551,16 @@ def main() -> None:
     print(f"baseline: {ref['name']}")
     ok = table(figures, base, label)
     print(("PASS" if ok else "FAIL") + f": every share >= {TARGET} and every request within the input budget")
+    if not args.no_fill:
+        print()
+        report_fill(args)
+
+
+def report_fill(args: argparse.Namespace) -> None:
+    fill = measure_fill(args.release, args.context_tokens)
+    if args.fill_json:
+        args.fill_json.write_text(json.dumps(fill, indent=1), encoding="utf-8")
+    fill_table(fill)
 
 
 if __name__ == "__main__":

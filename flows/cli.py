@@ -129,6 +129,32 @@ def qa_ground_cmd(
     print_table(f"QA {path.name}", [("figure", False), ("value", True)], [(k, v) for k, v in figures.items()])
 
 
+@qa_app.command("gold")
+def qa_gold_cmd(
+    release: Annotated[Path, typer.Option("--release", help="data/releases/<name>/<version>")],
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """Gold report headings that name an earlier snapshot's period (exit 1 when any)."""
+    from dataclasses import asdict
+
+    from tasks.release.qa import check_gold
+
+    try:
+        _release_folder(release)
+        found = check_gold(release)
+    except FrameInputError as exc:
+        _fail(exc)
+    if as_json:
+        print(json.dumps([asdict(f) for f in found], indent=2))
+    elif found:
+        columns = [("domain", False), ("snapshot", False), ("names", False), ("heading", False)]
+        rows = [(f.domain, f.snapshot, f"{f.names} ({f.which})", f.heading) for f in found]
+        print_table("Gold headings naming an earlier period", columns, rows, keys=2)
+    if not as_json:
+        print(f"{release}: {f'{len(found)} stale heading(s)' if found else 'ok'}")
+    raise typer.Exit(1 if found else 0)
+
+
 @app.command("ground-domains")
 def ground_domains(
     config: Annotated[Path, typer.Option("--config", help="TOML build config")],

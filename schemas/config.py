@@ -239,6 +239,20 @@ class SourceConfig(_Strict):
         return self
 
 
+# Output budget of a role whose reply is bounded by its prompt (a verdict batch, one fill element).
+DEFAULT_OUTPUT_TOKENS = 4096
+# Roles whose reply grows with their input, sized to what their prompt asks (docs/endpoints.md "Output
+# budgets"): a 10-K's structure reaches 4,000 tokens; unit and claim extraction parts are cut so that their
+# expected reply fits the budget (more budget, fewer parts); a one-shot report is as long as the gold one.
+ROLE_OUTPUT_TOKENS: dict[str, int] = {
+    "structure_free": 8192,
+    "structure_restricted": 8192,
+    "score_units": 8192,
+    "score_claims": 8192,
+    "generate_one_shot": 16384,
+}
+
+
 class LLMSettings(_Strict):
     """Which backend writes structures, questions and gold text.
 
@@ -251,8 +265,14 @@ class LLMSettings(_Strict):
     model: str = "gpt-4o-mini"
     api_key_env: str = "OPENAI_API_KEY"
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    max_output_tokens: int = Field(default=4096, ge=16)
+    # One output budget for every role when set; unset, each role takes its own (ROLE_OUTPUT_TOKENS: what
+    # its prompt asks for, docs/endpoints.md). `max_output_tokens_by_role` wins over both.
+    max_output_tokens: int | None = Field(default=None, ge=16)
+    max_output_tokens_by_role: dict[str, Annotated[int, Field(ge=16)]] = Field(default_factory=dict)
     context_tokens: int = Field(default=128_000, ge=1024, description="the model's context window")
+    # Share of the input room kept free because prompts are counted with o200k_base, and other models'
+    # tokenizers (Llama, Qwen, Mistral) count the same text as more tokens
+    token_margin: float = Field(default=0.10, ge=0.0, le=0.5)
     timeout_s: float = Field(default=120.0, gt=0)
     transient_retries: int = Field(default=5, ge=0, description="retries on 429/5xx/timeouts")
     invalid_retries: int = Field(default=2, ge=0, description="corrective retries on invalid JSON")
@@ -268,6 +288,15 @@ class LLMSettings(_Strict):
     reasoning_effort_by_role: dict[str, Literal["minimal", "low", "medium", "high"]] = Field(
         default_factory=dict
     )
+
+    def output_budget(self, role: str) -> int:
+        """Output tokens one request of `role` may use: the role's own setting, else `max_output_tokens`,
+        else the role's default (at most half the context, so small local models keep room for input)."""
+        if role in self.max_output_tokens_by_role:
+            return self.max_output_tokens_by_role[role]
+        if self.max_output_tokens is not None:
+            return self.max_output_tokens
+        return min(ROLE_OUTPUT_TOKENS.get(role, DEFAULT_OUTPUT_TOKENS), self.context_tokens // 2)
 
     def resolved(self) -> LLMSettings:
         env = {

@@ -107,6 +107,10 @@ class BuiltinSystem(_Strict):
         return self
 
 
+# The LLM role each generation strategy's requests are sent as (tasks.generate.llm / .sections)
+STRATEGY_ROLES = {"one-shot": "generate_one_shot", "section-by-section": "generate_section"}
+
+
 class OpenAISystem(_Strict):
     """A model behind any OpenAI-compatible endpoint, prompted with (S, G). The API key is read from the
     env var named by `api_key_env` when the system runs; it is never part of the config or identity."""
@@ -118,7 +122,10 @@ class OpenAISystem(_Strict):
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     seed: int | None = None
-    max_output_tokens: int = Field(default=4096, ge=16)
+    # unset: the strategy's role budget (a one-shot report is as long as the gold one: schemas.config)
+    max_output_tokens: int | None = Field(default=None, ge=16)
+    max_output_tokens_by_role: dict[str, Annotated[int, Field(ge=16)]] = Field(default_factory=dict)
+    token_margin: float = Field(default=0.10, ge=0.0, le=0.5)
     context_tokens: int = Field(default=128_000, ge=1024, description="the model's context window")
     timeout_s: float = Field(default=120.0, gt=0)
     transient_retries: int = Field(default=5, ge=0)
@@ -472,7 +479,8 @@ def system_identity(name: str, system: BaseModel) -> dict[str, Any]:
             "temperature": system.temperature,
             "top_p": system.top_p,
             "seed": system.seed,
-            "max_output_tokens": system.max_output_tokens,
+            "max_output_tokens": system.llm_settings().output_budget(STRATEGY_ROLES[system.strategy]),
+            "token_margin": system.token_margin,
             "context_tokens": system.context_tokens,
             "strategy": system.strategy,
             "prompt_sha256": sha256_file(prompt) if prompt is not None else None,

@@ -210,6 +210,35 @@ def with_reasoning_content(reply: Reply, reasoning: str) -> Reply:
     return reply
 
 
+def reply_budget(req: Recorded) -> int | None:
+    """The output budget a request asked for (max_tokens or max_completion_tokens), None when it set none."""
+    body = req.body or {}
+    value = body.get("max_completion_tokens", body.get("max_tokens"))
+    return int(value) if value is not None else None
+
+
+def at_budget(inner: Behaviour) -> Callable[[Recorded], Reply]:
+    """An endpoint that stops writing at the request's output budget, as every real one does: a reply of
+    `inner` longer than max_tokens (or max_completion_tokens) is cut to that many tokens and ends with
+    finish_reason "length". Tokens are counted as words and punctuation marks (o200k_base never counts
+    fewer)."""
+    import re
+
+    def answer(req: Recorded) -> Reply:
+        reply = inner(req) if callable(inner) else inner
+        budget = reply_budget(req)
+        message = reply.json["choices"][0].get("message") if isinstance(reply.json, dict) else None
+        content = (message or {}).get("content")
+        if budget is None or not isinstance(content, str):
+            return reply
+        spans = [m.span() for m in re.finditer(r"\w+|[^\w\s]", content)]
+        if len(spans) <= budget:
+            return reply
+        return chat_reply(content[: spans[budget - 1][1]], finish_reason="length", completion_tokens=budget)
+
+    return answer
+
+
 def fake_vector(text: str, dims: int = 8) -> list[float]:
     digest = hashlib.sha256(text.encode("utf-8")).digest()
     return [round(b / 255.0, 6) for b in digest[:dims]]

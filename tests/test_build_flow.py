@@ -168,6 +168,10 @@ def test_generate_baselines_for_every_instance(built):
             if system == "copy-sample":
                 assert row.markdown == sample
             else:
+                # S's headings; one naming S's period names the target's, as the gold report's does
                 heads = [ln for ln in sample.splitlines() if ln.startswith("#")]
-                assert [ln for ln in row.markdown.splitlines() if ln.startswith("#")] == heads
+                target = [ln for ln in inst.loc[iid, "target_markdown"].splitlines() if ln.startswith("#")]
+                got = [ln for ln in row.markdown.splitlines() if ln.startswith("#")]
+                assert len(got) == len(heads)
+                assert all(g == h or g in target for g, h in zip(got, heads, strict=True)), (got, heads)
                 assert row.markdown != sample

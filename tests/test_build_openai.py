@@ -40,7 +40,16 @@ import pytest
 from schemas.release_rows import structure_from_row
 from tasks.llm.prompts import load_prompt
 from tests.conftest import CORPUS, SMALL_DOMAINS, shared_api_url
-from tests.llm_server import LLMTestServer, Recorded, Reply, chat_reply, error, reasoning_model, thinking
+from tests.llm_server import (
+    LLMTestServer,
+    Recorded,
+    Reply,
+    at_budget,
+    chat_reply,
+    error,
+    reasoning_model,
+    thinking,
+)
 
 pytestmark = pytest.mark.skipif(
     not ((CORPUS / "edgar").is_dir() and (CORPUS / "arxiv").is_dir()), reason="shared corpus not found"
@@ -363,6 +372,46 @@ def test_a_build_through_a_reasoning_model_endpoint(reasoning, clean):
     # each client adapts on its first refusal and remembers it: refusals are a few, not one per call
     refused = sum(reasoning.seen["refused"].values())
     assert 0 < refused and refused <= len(answered) // 5, (refused, len(answered))
+
+
+STRUCTURE_BUDGET = 64  # far below any plan the responder writes (hundreds of tokens)
+
+
+@pytest.fixture(scope="module")
+def budgeted(tmp_path_factory):
+    """A build against an endpoint that cuts every reply at the request's output budget, with a structure
+    budget too small for a plan even when doubled."""
+    with LLMTestServer() as server:
+        responder = SmartResponder()
+        server.default_chat = at_budget(responder)
+        sc = Scenario(tmp_path_factory.mktemp("openai-budget"), server, responder)
+        sc.write_config()
+        text = sc.cfg.read_text().replace(
+            "timeout_s = 60",
+            f"timeout_s = 60\nmax_output_tokens_by_role = {{structure_free = {STRUCTURE_BUDGET}}}",
+        )
+        sc.cfg.write_text(text)
+        sc.build("first")
+        yield sc
+
+
+def test_a_reply_cut_at_its_budget_is_asked_once_with_more_room_then_fails_naming_the_setting(budgeted):
+    # issue 42 point 2: never the same prompt again asking for less (three times at ~100k tokens each)
+    res = budgeted.runs["first"]
+    assert res.returncode != 0
+    for domain in SNAPSHOTS:
+        line = f"role structure_free, domain {domain}, snapshot {SNAPSHOTS[domain][0]}"
+        assert line in res.stderr, res.stderr[-2000:]
+    assert f"output budget of {2 * STRUCTURE_BUDGET} tokens" in res.stderr
+    assert "llm.max_output_tokens_by_role.structure_free" in res.stderr
+    reqs = [r for r in budgeted.requests("first") if classify(r).role == "structure_free"]
+    by_domain: dict[str, list[Recorded]] = {}
+    for r in reqs:
+        by_domain.setdefault(classify(r).domain, []).append(r)
+    assert set(by_domain) == set(SNAPSHOTS)
+    for domain, sent in by_domain.items():
+        assert [r.body["max_tokens"] for r in sent] == [STRUCTURE_BUDGET, 2 * STRUCTURE_BUDGET], domain
+        assert sent[0].messages == sent[1].messages  # the same prompt, no correction asking for less
 
 
 def task_states(out: str) -> list[tuple[str, str]]:

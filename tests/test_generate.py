@@ -42,8 +42,13 @@ def check_extractive(inst: dict, rows: list[dict]) -> str:
     sample = inst["sample_markdown"]
     out = extractive(inst, rows)
     assert out.strip()
-    assert heading_lines(out) == heading_lines(sample)
-    assert out.splitlines()[0] == sample.splitlines()[0]  # the H1 title line
+    # S's headings, those naming S's period renewed for the target's (as the gold report names them)
+    out_heads, s_heads = heading_lines(out), heading_lines(sample)
+    target = heading_lines(inst["target_markdown"]) if inst.get("target_markdown") else []
+    assert len(out_heads) == len(s_heads)
+    for got, was in zip(out_heads, s_heads, strict=True):
+        assert got == was or got in target, (was, got)
+    assert out.splitlines()[0] == (target[0] if target else sample.splitlines()[0])  # the H1 title line
     g = "\n".join(r["markdown"] for r in rows)
     missing = sorted(n for n in body_numbers(out) if n not in g)
     assert not missing, f"numbers not in G: {missing[:10]}"
@@ -266,7 +271,8 @@ def test_one_shot_digests_oversized_documents(llm_server, api_key, tmp_path):
     md, meta = one_shot(INSTANCE, rows, settings, tmp_path / "cache")
     assert md == REPORT
     assert meta["digested"] == ["annex"]
-    assert meta["input_tokens"] <= meta["input_budget"] == 8000 - 1000 - 800
+    # context - output budget - reserve, 10% of it kept for other tokenizers (llm.token_margin)
+    assert meta["input_tokens"] <= meta["input_budget"] == int((8000 - 1000 - 800) * 0.9)
     user = llm_server.chat_requests[0].messages[-1]["content"]
     assert "DIGEST" in user and "digests" in user
     assert "The annex opens here." in user and "## Part B" in user  # first paragraph + headings

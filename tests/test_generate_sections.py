@@ -257,7 +257,10 @@ def test_demo_instances_keep_their_outline(llm_server, api_key, demo_release, tm
     for inst in picked:
         before = len(llm_server.chat_requests)
         md, meta = section_by_section(inst, grounding, settings, tmp_path / "cache")
-        assert headings(md) == headings(inst["sample_markdown"]), inst["instance_id"]
+        # S's headings, those naming S's period renewed for the target's (as the gold report names them)
+        got, was, target = headings(md), headings(inst["sample_markdown"]), headings(inst["target_markdown"])
+        assert len(got) == len(was) and got[0] == target[0], inst["instance_id"]
+        assert all(g == w or g in target for g, w in zip(got, was, strict=True)), inst["instance_id"]
         reqs = llm_server.chat_requests[before:]
         assert len(reqs) == meta["requests"] > 0
         docs = set(inst["grounding_doc_ids"])

@@ -21,12 +21,14 @@ from tasks.llm.client import (
     LLMOutputError,
     LLMRequestError,
     LLMTransientError,
+    LLMTruncatedError,
     strip_fences,
 )
 from tests.llm_server import (
     LLMTestServer,
     Recorded,
     Reply,
+    at_budget,
     chat_reply,
     empty_choices,
     error,
@@ -259,20 +261,61 @@ def test_check_callback_failure_is_invalid(llm_server, tmp_path):
     assert "score must be positive" in llm_server.chat_requests[1].messages[-1]["content"]
 
 
-def test_truncated_output_is_invalid(llm_server, tmp_path):
+def test_a_truncated_reply_is_asked_again_with_twice_the_budget(llm_server, tmp_path):
+    # issue 42 point 2: never the same prompt plus "write less"; the same prompt with room for the answer
     llm_server.script(truncated(), json_reply(GOOD))
     res = make_client(llm_server, tmp_path).complete_json("answer", MESSAGES, Answer, CTX)
-    assert res.attempts == 2
-    retry = llm_server.chat_requests[1].messages
-    assert len(retry) == 3  # truncated text is not echoed back, only the correction
-    assert "cut off" in retry[-1]["content"]
+    assert res.value == Answer(**GOOD) and res.attempts == 2
+    first, second = llm_server.chat_requests
+    assert second.messages == first.messages == MESSAGES  # no echo, no correction
+    assert (first.body["max_tokens"], second.body["max_tokens"]) == (4096, 8192)
 
 
-def test_always_truncated_fails(llm_server, tmp_path):
-    llm_server.script(truncated(), truncated())
-    client = make_client(llm_server, tmp_path, invalid_retries=1)
-    with pytest.raises(LLMOutputError, match=r"invalid output after 2 attempts: output truncated"):
+def test_a_reply_truncated_at_the_larger_budget_fails_naming_the_setting(llm_server, tmp_path):
+    llm_server.script(truncated(), truncated(), json_reply(GOOD))
+    client = make_client(llm_server, tmp_path, invalid_retries=2)
+    with pytest.raises(
+        LLMTruncatedError, match=r"output budget of 8192 tokens.*max_output_tokens_by_role\.answer"
+    ):
         client.complete_json("answer", MESSAGES, Answer, CTX)
+    assert len(llm_server.chat_requests) == 2  # the corrective retries are not spent on it
+    assert client.cache.get(request_hash("answer", "test-model", MESSAGES, client._params("answer"))) is None
+
+
+def test_split_mode_hands_a_truncated_reply_back_at_once(llm_server, tmp_path):
+    llm_server.script(truncated(), json_reply(GOOD))
+    client = make_client(llm_server, tmp_path)
+    with pytest.raises(LLMTruncatedError) as err:
+        client.complete_json("answer", MESSAGES, Answer, CTX, on_length="split")
+    assert err.value.budget == 4096 and len(llm_server.chat_requests) == 1
+
+
+def test_the_role_budget_is_sent_and_a_role_setting_wins(llm_server, tmp_path):
+    llm_server.default_chat = json_reply(GOOD)
+    make_client(llm_server, tmp_path).complete_json("structure_free", MESSAGES, Answer, CTX)
+    make_client(llm_server, tmp_path, max_output_tokens=1000).complete_json(
+        "structure_free", MESSAGES, Answer, CTX
+    )
+    make_client(
+        llm_server, tmp_path, max_output_tokens=1000, max_output_tokens_by_role={"structure_free": 3000}
+    ).complete_json("structure_free", MESSAGES, Answer, CTX)
+    make_client(llm_server, tmp_path, context_tokens=4096).complete_json(
+        "structure_free", MESSAGES, Answer, CTX
+    )
+    sent = [r.body["max_tokens"] for r in llm_server.chat_requests]
+    # the role's default (a 10-K plan), one budget for all roles, the role's own, half a small context
+    assert sent == [8192, 1000, 3000, 2048]
+
+
+def test_an_endpoint_cutting_at_the_budget_is_met_with_a_larger_one(llm_server, tmp_path):
+    # the server cuts any reply past max_tokens, as real endpoints do; 40 tokens are too few for GOOD
+    long_good = {"title": "Quarterly report " + "with many words " * 20, "score": 3}
+    llm_server.default_chat = at_budget(json_reply(long_good))
+    res = make_client(llm_server, tmp_path, max_output_tokens=40).complete_json(
+        "answer", MESSAGES, Answer, CTX
+    )
+    assert res.value.title == long_good["title"]
+    assert [r.body["max_tokens"] for r in llm_server.chat_requests] == [40, 80]
 
 
 def test_empty_choices_is_invalid(llm_server, tmp_path):

@@ -263,6 +263,33 @@ def test_adapt_structure(llm_server, tmp_path):
     assert "Net sales rose 12%" in user and "2024-06-30" in user
 
 
+def test_a_restricted_title_naming_the_earlier_period_is_asked_again_never_cached(llm_server, tmp_path):
+    # issue 42 points 3 and 5: the rule `frame qa gold` checks is part of the reply check
+    prev = ReportStructure.model_validate(
+        {"title": "Acme 10-Q report for the period ended March 31, 2024", "nodes": STRUCTURE["sections"]}
+    )
+    prev.nodes[0].title = "Results for the Three Months Ended March 31, 2024"
+    stale = json.loads(json.dumps(STRUCTURE))
+    stale["title"] = "Acme 10-Q report for the period ended June 30, 2024"
+    stale["sections"][0]["title"] = "Results for the Three Months Ended March 31, 2024"  # kept as it was
+    good = json.loads(json.dumps(stale))
+    good["sections"][0]["title"] = "Results for the Three Months Ended June 30, 2024"
+    llm_server.script(json_reply(stale), json_reply(good))
+    ctx = StepContext(
+        domain="acme-10q", snapshot="2024-06-30", category="financial_quarterly", source_kind="edgar"
+    )
+    backend = make_backend(llm_server, tmp_path)
+    s = backend.adapt_structure(prev, small_gset(tmp_path), ctx)
+    assert s.nodes[0].title == "Results for the Three Months Ended June 30, 2024"
+    first, second = llm_server.chat_requests
+    correction = second.messages[-1]["content"]
+    assert "earlier edition's period" in correction and "s1 " in correction and "March 31, 2024" in correction
+    assert "(report title)" not in correction  # the report title names the new period
+    # the stale reply was never cached: asked once more, the cache answers with the good one
+    again = make_backend(llm_server, tmp_path).adapt_structure(prev, small_gset(tmp_path), ctx)
+    assert again.nodes[0].title == s.nodes[0].title and len(llm_server.chat_requests) == 2
+
+
 def test_add_questions(llm_server, tmp_path):
     structure = ReportStructure.model_validate({"title": STRUCTURE["title"], "nodes": STRUCTURE["sections"]})
     structure.provenance = [Provenance(backend="offline", model="outline-v1", role="structure_free")]

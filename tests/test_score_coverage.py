@@ -21,8 +21,9 @@ from tasks.llm.client import LLMClient, LLMOutputError
 from tasks.markdown.pieces import markdown_pieces
 from tasks.score.coverage import LLMCoverageJudge, OfflineCoverageJudge, coverage
 from tasks.score.judges import sample_items
+from tasks.score.reply_size import REPLY_FILL, expected_reply_tokens
 from tests.conftest import SCORED_MAX_ITEMS
-from tests.llm_server import fast_settings, json_reply
+from tests.llm_server import at_budget, fast_settings, json_reply
 
 llm_server = fake_llm.llm_server
 
@@ -481,8 +482,11 @@ def test_llm_units_of_a_long_report_are_asked_section_by_section(llm_server, api
         )
 
     llm_server.default_chat = reply
-    # context 4096, output 400: each score_units request carries at most 200 tokens of the report
-    judge = _llm_judge(llm_server, tmp_path, context_tokens=4096, max_output_tokens=400, concurrency=1)
+    # an output budget whose share for the expected reply holds the units of one section, not of two (every
+    # unit restates its sentence: about 45 tokens per sentence here)
+    one, two = (expected_reply_tokens("\n\n".join(list(sections.values())[:n])) for n in (1, 2))
+    assert one <= 1000 * REPLY_FILL < two
+    judge = _llm_judge(llm_server, tmp_path, context_tokens=4096, max_output_tokens=1000, concurrency=1)
     units = judge.extract_units(gold)
     reqs = llm_server.chat_requests
     assert len(reqs) == len(sections)  # one request per top-level section
@@ -494,6 +498,34 @@ def test_llm_units_of_a_long_report_are_asked_section_by_section(llm_server, api
     assert [u.section for u in units] == list(sections)  # default section = the part's heading path
     assert "part 1 of 5" in reqs[0].messages[-1]["content"]
     assert "part 5 of 5" in reqs[-1].messages[-1]["content"]
+
+
+def test_a_units_reply_cut_at_the_budget_splits_the_part_not_resends_it(llm_server, api_key, tmp_path):
+    # issue 42 point 2: a model more verbose than the estimate fills the budget; the endpoint cuts the reply
+    # (finish_reason "length"); the part is asked again in pieces, never sent again as is
+    facts = [f"The plant in town {k} produced {k + 7} tonnes of steel in March." for k in range(12)]
+    gold = "# Output\n\n## Plants\n\n" + " ".join(facts) + "\n"
+
+    def verbose(req):  # four units per sentence of the part, each restating it
+        part = req.messages[-1]["content"]
+        said = [f for f in facts if f in part]
+        units = [
+            {"type": "statistic", "content": f"{f} (restated {n})", "source_sentence": f, "section": "Plants"}
+            for f in said
+            for n in range(4)
+        ]
+        return json_reply({"units": units})
+
+    llm_server.default_chat = at_budget(verbose)
+    judge = _llm_judge(llm_server, tmp_path, context_tokens=16000, max_output_tokens=1500, concurrency=1)
+    assert len(judge.unit_parts(gold)) == 1  # the estimate (one unit per sentence) puts it in one part
+    units = judge.extract_units(gold)
+    reqs = llm_server.chat_requests
+    parts = [r.messages[-1]["content"] for r in reqs]
+    assert len(parts) == len(set(parts)) > 1  # every request asked for different text
+    cut = [r for r in reqs if len(verbose(r).json["choices"][0]["message"]["content"].split()) > 1500]
+    assert cut and cut[0] is reqs[0]  # the whole part did not fit; the pieces that were kept did
+    assert [u.source_sentence for u in units] == [f for f in facts for _ in range(4)]  # none lost, in order
 
 
 def test_llm_units_split_an_oversized_section_without_loss(llm_server, api_key, tmp_path):

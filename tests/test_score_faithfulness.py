@@ -486,9 +486,10 @@ def test_llm_claims_of_a_long_report_are_asked_part_by_part(llm_server, llm_judg
         }
     )
     judge = llm_judge(context_tokens=4000, max_output_tokens=400)
-    budget = judge.claims_chunk_budget()
-    assert budget == 200
-    chunks = report_chunks(report, budget)
+    # parts are sized so that the reply asked for (a claim per sentence and figure, each restating its
+    # source) fits 400 output tokens, far fewer than the input budget allows
+    chunks = judge.claim_parts(report)
+    assert len(report_chunks(report, judge.claims_chunk_budget())) == 1
     claims = judge.extract_claims(report)
     reqs = llm_server.chat_requests
     assert len(reqs) == len(chunks) > 5
@@ -506,3 +507,26 @@ def test_llm_claims_of_a_long_report_are_asked_part_by_part(llm_server, llm_judg
     ]
     assert [c.claim_id for c in claims] == [0, 1, 2, 3]
     assert claims[1].section.endswith("Section 1")  # the chunk's heading path when the reply gives none
+
+
+def test_a_claims_reply_cut_at_the_budget_splits_the_part_not_resends_it(llm_server, llm_judge):
+    # issue 42 point 2: the endpoint cuts a reply at max_tokens (finish_reason "length"); the part is asked
+    # again in pieces (at sentences), never sent again as is, and no claim is lost or repeated
+    facts = [f"Mill {k} shipped {k + 11} tonnes of paper in April." for k in range(12)]
+    report = "# Mills\n\n## Shipments\n\n" + " ".join(facts) + "\n"
+
+    def verbose(req):  # three claims per sentence of the part
+        part = req.messages[-1]["content"]
+        said = [f for f in facts if f in part]
+        claims = [
+            {"content": f"{f} ({n})", "source_sentence": f, "section": ""} for f in said for n in range(3)
+        ]
+        return fake_llm.json_reply({"claims": claims})
+
+    llm_server.default_chat = fake_llm.at_budget(verbose)
+    judge = llm_judge(context_tokens=16000, max_output_tokens=1200)
+    assert len(judge.claim_parts(report)) == 1  # the estimate (a claim per sentence) fits one part
+    claims = judge.extract_claims(report)
+    parts = [r.messages[-1]["content"] for r in llm_server.chat_requests]
+    assert len(parts) == len(set(parts)) > 1
+    assert [c.source_sentence for c in claims] == [f for f in facts for _ in range(3)]

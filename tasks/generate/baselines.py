@@ -2,14 +2,22 @@
 grounding documents G of the target period, produce a report R' for the target period.
 
 * `copy_sample` returns S unchanged: the "nothing changed" floor (perfect form, stale content).
-* `extractive` keeps S's skeleton - every heading line of S, byte-identical and in order, the H1 title
-  included - and under each heading puts passages of G retrieved for that section with the BM25 index
-  of `tasks.synthesize.retrieve` (query = heading path + the first sentence of S's content under the
-  heading, so the form of S steers what is pulled). Where S had a table under a heading, one table of G
+* `extractive` keeps S's skeleton - every heading line of S in order, the H1 title included,
+  byte-identical but for the period it names (`Renewal`: a heading naming the sample's period, "...
+  for the period ended July 30, 2023", names the target's instead) - and under each heading puts
+  passages of G retrieved for that section with the BM25 index of `tasks.synthesize.retrieve` (query =
+  S's heading path as written + the first sentence of S's content under the heading, so the form of S
+  steers what is pulled). Where S had a table under a heading, one table of G
   is preferred there; elsewhere only prose/list passages are used. Passages are copied verbatim (whole,
   never cut), so no number is invented or altered; each passage is used at most once per report; each
   section gets at most `TEXT_BUDGET` tokens of prose (at most `TEXT_K` passages) and at most one table of
   at most `TABLE_BUDGET` tokens. Headings of S with no content of their own (pure containers) stay empty.
+
+`Renewal` is shared with the section-by-section LLM strategy (`tasks/generate/sections.py`): a heading
+of S that names S's period (t_sample) is rewritten for the target period (t_target) by
+`tasks.markdown.periods.rewrite_title`; the target's fiscal year and quarter are read from G's text
+(`fiscal_from_text`: the release's rows carry no dei facts), the sample's counted back from them. Other
+headings stay byte-identical, and so does every heading of an instance without t_sample / t_target.
 
 Both are deterministic. `generate_report(system, instance_row, grounding_rows)` dispatches by name over
 `GENERATORS`. Rows are plain mappings as read from the release tables (`instances.parquet`,
@@ -26,12 +34,14 @@ from typing import Any
 from schemas.structure import StructureNode
 from tasks.ground.load import grounding_set_from_rows
 from tasks.markdown.document import Heading, code_mask, heading_of
+from tasks.markdown.periods import Period, find_periods, rewrite_title, snapshot_period
 from tasks.markdown.text import split_sentences
 from tasks.synthesize.retrieve import RetrievalIndex, parse_blocks
 
 __all__ = [
     "GENERATORS",
     "HONOURED",
+    "Renewal",
     "TABLE_BUDGET",
     "TEXT_BUDGET",
     "TEXT_K",
@@ -115,6 +125,48 @@ def sample_sections(markdown: str) -> tuple[str, list[SampleSection]]:
     return "\n".join(preamble).strip(), sections
 
 
+# ---------------------------------------------------------------- S's headings for the target period
+
+
+class Renewal:
+    """S's headings for the target period (module docstring): `title` and `line` rewrite a heading that
+    names the sample's period; the periods are worked out on the first heading that names any period."""
+
+    def __init__(self, instance_row: Mapping[str, Any], grounding_rows: Iterable[Mapping[str, Any]] = ()):
+        self._sample = str(instance_row.get("t_sample") or "")
+        self._target = str(instance_row.get("t_target") or "")
+        self._annual = instance_row.get("category") == "financial_annual"
+        self._rows = grounding_rows
+        self._periods: tuple[Period, Period] | None = None
+
+    def periods(self) -> tuple[Period, Period]:
+        """(the sample's period, the target's)."""
+        if self._periods is None:
+            texts = (str(r.get("markdown") or "") for r in self._rows)
+            new = snapshot_period(self._target, annual=self._annual, texts=texts)
+            old = snapshot_period(self._sample, annual=self._annual)
+            if old.end is not None and new.end is not None:
+                old = new.at(old.end)
+            self._periods = (old, new)
+        return self._periods
+
+    def title(self, title: str) -> str:
+        if not self._sample or not self._target or self._sample == self._target:
+            return title
+        if not find_periods(title) and self._sample not in title:  # cheap: most headings name no period
+            return title
+        return rewrite_title(title, *self.periods())
+
+    def line(self, line: str) -> str:
+        """A heading line of S, its '#'s and spacing kept."""
+        h = _heading(line)
+        if h is None or not h.title:
+            return line
+        at = line.rfind(h.title)
+        new = self.title(h.title)
+        return line if at < 0 or new == h.title else line[:at] + new + line[at + len(h.title) :]
+
+
 # ---------------------------------------------------------------- generators
 
 
@@ -187,15 +239,18 @@ def extractive(
     grounding_rows: Iterable[Mapping[str, Any]],
     honour: Iterable[str] = (),
 ) -> str:
-    """S's headings, each filled with the most relevant verbatim passages of G (see the module docstring).
+    """S's headings (renewed for the target period), each filled with the most relevant verbatim passages
+    of G (see the module docstring); the passages are retrieved for S's headings as written.
     `honour`: skill rule tags of HONOURED to apply (others are ignored)."""
     honour = frozenset(honour) & HONOURED
+    rows = list(grounding_rows)
     _, sections = sample_sections(str(instance_row["sample_markdown"]))
-    index = RetrievalIndex.shared(grounding_set_from_rows(grounding_rows))
+    index = RetrievalIndex.shared(grounding_set_from_rows(rows))
+    renewal = Renewal(instance_row, rows)
     used: set[tuple[str, str]] = set()
     out: list[str] = []
     for i, sec in enumerate(sections):
-        out.append(sec.line)
+        out.append(renewal.line(sec.line))
         out.append("")
         if not sec.body:  # a pure container in S: keep it a container
             continue

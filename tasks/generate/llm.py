@@ -4,12 +4,13 @@ from G, in one call (prompt `prompts/generate_one_shot.md`, through `tasks.llm.c
 replies are cached, retried and validated).
 
 Long inputs are handled explicitly, never silently truncated: the input budget is
-`settings.context_tokens - max_output_tokens - reserve` (reserve = min(2500, context_tokens // 10), room
-for one corrective turn, as in `tasks.llm.openai_backend`). While the rendered prompt (system + user,
-o200k_base tokens) exceeds it, the largest remaining full document is replaced by its *digest* (title,
-its heading lines and its first paragraph); the digested doc_ids are recorded in the returned metadata
-and the prompt says which documents are digests. If even S plus all digests do not fit, a
-`FrameInputError` is raised.
+`settings.context_tokens - output budget - reserve` (reserve = min(2500, context_tokens // 10), room
+for one corrective turn), less the tokenizer margin (`tasks.llm.budget`). The output budget of role
+`generate_one_shot` defaults to 16,384 tokens (a report as long as the gold one). While the rendered
+prompt (system + user, o200k_base tokens) exceeds it, the largest remaining full document is replaced
+by its *digest* (title, its heading lines and its first paragraph); the digested doc_ids are recorded in
+the returned metadata and the prompt says which documents are digests. If even S plus all digests do not
+fit, a `FrameInputError` is raised.
 
 The reply must be one JSON object {"report_markdown": "..."} whose Markdown is non-empty and has at least
 one heading line. `one_shot` returns `(markdown, metadata)`; metadata holds the provenance (model,
@@ -27,6 +28,7 @@ from pydantic import BaseModel, field_validator
 
 from schemas.config import LLMSettings
 from tasks.errors import FrameInputError
+from tasks.llm import budget as budgets
 from tasks.llm.client import LLMClient
 from tasks.llm.prompts import Prompt, load_prompt, prompt_file_or, render
 from tasks.markdown.document import is_heading
@@ -53,9 +55,8 @@ class GeneratedReport(BaseModel):
         return v.strip() + "\n"
 
 
-def input_budget(settings: LLMSettings) -> int:
-    reserve = min(RESERVE_TOKENS, settings.context_tokens // 10)
-    return settings.context_tokens - settings.max_output_tokens - reserve
+def input_budget(settings: LLMSettings, role: str = ROLE) -> int:
+    return budgets.input_budget(settings, role, RESERVE_TOKENS)
 
 
 def digest(title: str, markdown: str) -> str:
@@ -89,8 +90,8 @@ def build_messages(
     if budget <= 0:
         raise FrameInputError(
             "llm.context_tokens",
-            f"context_tokens {settings.context_tokens} leaves no room for input after max_output_tokens "
-            f"{settings.max_output_tokens}",
+            f"context_tokens {settings.context_tokens} leaves no room for input after the output budget "
+            f"of {settings.output_budget(ROLE)} tokens (max_output_tokens)",
         )
     digested: set[str] = set()
     full_tokens = {doc_id: count_tokens(md) for doc_id, _, md in docs}

@@ -1,5 +1,8 @@
 """Section-by-section LLM generation (issue 14, `strategy = "section-by-section"` of `openai` systems):
-the outline is S's heading lines, kept byte-identical (levels, titles, order, the H1 too); every heading
+the outline is S's heading lines, kept byte-identical (levels, titles, order, the H1 too) but for the
+period they name: a heading naming S's period (t_sample, "... for the period ended July 30, 2023") names
+the target's (t_target) instead (`tasks.generate.baselines.Renewal`), in the outline the model sees, in
+the retrieval query and in the report; every heading
 under which S has text of its own (a leaf, or a parent's introduction; S's text before its first heading
 too) is one request that writes that text anew; a heading with nothing of its own in S stays empty.
 
@@ -23,7 +26,7 @@ from pydantic import BaseModel, field_validator
 from schemas.config import LLMSettings
 from schemas.structure import StructureNode
 from tasks.errors import FrameInputError
-from tasks.generate.baselines import sample_sections
+from tasks.generate.baselines import Renewal, sample_sections
 from tasks.generate.llm import input_budget
 from tasks.ground.load import grounding_set_from_rows
 from tasks.llm.backend import Passage, StepContext
@@ -112,12 +115,19 @@ class Unit:
     has_table: bool
 
 
-def _units(sample: str) -> tuple[list[str], list[Unit]]:
-    """(S's heading lines, the units of S: preamble first, then every heading in order)."""
+def _units(sample: str, renewal: Renewal | None = None) -> tuple[list[str], list[Unit]]:
+    """(S's heading lines, the units of S: preamble first, then every heading in order), the headings
+    renewed for the target period by `renewal`."""
     preamble, sections = sample_sections(sample)
     units = [Unit("", (PREAMBLE,), preamble, False)] if preamble else []
-    units += [Unit(s.line, s.path, s.body, s.has_table) for s in sections]
-    return [s.line for s in sections], units
+    if renewal is None:
+        units += [Unit(s.line, s.path, s.body, s.has_table) for s in sections]
+    else:
+        units += [
+            Unit(renewal.line(s.line), tuple(map(renewal.title, s.path)), s.body, s.has_table)
+            for s in sections
+        ]
+    return [u.heading for u in units if u.heading], units
 
 
 def _query_node(i: int, unit: Unit) -> StructureNode:
@@ -221,8 +231,8 @@ def plan_sections(
             f"context_tokens {settings.context_tokens} leaves no room for input after max_output_tokens "
             f"{settings.max_output_tokens}",
         )
-    headings, units = _units(str(instance["sample_markdown"]))
     rows = _instance_rows(instance, grounding)
+    headings, units = _units(str(instance["sample_markdown"]), Renewal(instance, rows))
     gset = grounding_set_from_rows(rows)
     titles = {d.doc_id: d.title for d in gset.documents}
     index = RetrievalIndex(gset)

@@ -10,9 +10,13 @@ validated against that role's pydantic schema:
 * transient failures (429, 408/409, 5xx, timeouts, connection errors) are retried with
   exponential backoff and full jitter (tenacity), honouring `Retry-After`; when retries run out
   the step fails with `LLMTransientError`;
-* invalid replies (not JSON, schema violations, a failed extra `check`, truncated output, no
-  choices) get a corrective follow-up naming the problem, up to `invalid_retries` times; then
-  the step fails with `LLMOutputError`;
+* invalid replies (not JSON, schema violations, a failed extra `check`, no choices) get a
+  corrective follow-up naming the problem, up to `invalid_retries` times; then the step fails
+  with `LLMOutputError`;
+* a reply cut at the role's output budget (finish_reason "length") is never answered by resending
+  the prompt and asking for less: with `on_length="split"` the caller gets `LLMTruncatedError` at
+  once and splits its input; otherwise the request is sent once more with the budget doubled (as far
+  as the context allows), then it fails with `LLMTruncatedError` naming the setting to raise;
 * only validated replies are cached, so rerunning a failed step asks the server again;
 * a process-wide semaphore (per endpoint) bounds the number of concurrent HTTP requests.
 
@@ -65,6 +69,15 @@ class LLMError(Exception):
 
 class LLMOutputError(LLMError):
     """The model kept returning unusable output (invalid JSON/schema, truncated, empty)."""
+
+
+class LLMTruncatedError(LLMOutputError):
+    """A reply reached the request's output budget (finish_reason "length"). Callers that can cut their
+    input (unit and claim extraction) split it and ask for each part; the input is never resent as is."""
+
+    def __init__(self, message: str, budget: int) -> None:
+        super().__init__(message)
+        self.budget = budget
 
 
 class LLMTransientError(LLMError):
@@ -276,13 +289,7 @@ def _echo(text: str) -> str:
     )
 
 
-def corrective_message(problem: InvalidOutput, max_tokens: int) -> str:
-    if problem.truncated:
-        return (
-            f"Your previous reply was cut off because it went past the output limit of {max_tokens} "
-            "tokens, so it could not be used. Answer again with one complete JSON object of the same "
-            "shape, written more concisely so that it fits."
-        )
+def corrective_message(problem: InvalidOutput) -> str:
     return (
         f"Your previous reply could not be used: {problem.reason}. Answer again with exactly one JSON "
         "object that has the required shape, and nothing before or after it."
@@ -535,17 +542,17 @@ class LLMClient:
         s = self.settings
         out = {
             "temperature": s.temperature,
-            "max_tokens": s.max_output_tokens,
+            "max_tokens": s.output_budget(role),
             "response_format": JSON_MODE,
             **self.sampling,
         }
         effort = self._effort(role)
         return {**out, "reasoning_effort": effort} if effort else out
 
-    def _wire(self, messages: list[dict[str, Any]], role: str) -> dict[str, Any]:
+    def _wire(self, messages: list[dict[str, Any]], role: str, budget: int) -> dict[str, Any]:
         """The request as this endpoint takes it."""
         s, caps = self.settings, self._caps
-        kwargs: dict[str, Any] = {"model": s.model, "messages": messages, caps.tokens: s.max_output_tokens}
+        kwargs: dict[str, Any] = {"model": s.model, "messages": messages, caps.tokens: budget}
         kwargs.update({k: v for k, v in self.sampling.items() if k not in caps.dropped})
         if "temperature" not in caps.dropped:
             kwargs["temperature"] = s.temperature
@@ -554,7 +561,7 @@ class LLMClient:
             kwargs["reasoning_effort"] = effort
         return kwargs
 
-    def _create(self, messages: list[dict[str, Any]], role: str = "") -> Any:
+    def _create(self, messages: list[dict[str, Any]], role: str = "", budget: int | None = None) -> Any:
         """One chat completion. A 400 that names a parameter this endpoint does not take adapts the
         request once and is remembered (max_tokens -> max_completion_tokens, temperature / top_p /
         reasoning_effort left out); any other 400 is retried once without response_format."""
@@ -563,7 +570,7 @@ class LLMClient:
         plain = False  # this request goes without response_format
         with self._sem:
             while True:
-                kwargs = self._wire(messages, role)
+                kwargs = self._wire(messages, role, budget or self.settings.output_budget(role))
                 json_mode = self._json_mode and not plain
                 self.stats.add(calls=1)
                 try:
@@ -619,11 +626,14 @@ class LLMClient:
         ctx: StepContext | None,
         *,
         check: Callable[[T], Any] | None = None,
+        on_length: str = "grow",
     ) -> LLMResult[T]:
         """Ask for one JSON object and return it validated against `schema`.
 
         `check` may apply further rules to the validated value: raising ValueError (pydantic's
-        ValidationError included) makes the reply invalid, like a schema violation.
+        ValidationError included) makes the reply invalid, like a schema violation. `on_length` says
+        what a reply cut at the output budget leads to: "split" raises LLMTruncatedError at once (the
+        caller splits its input), "grow" asks once more with the budget doubled, then raises it.
         """
         s = self.settings
         messages = [dict(m) for m in messages]
@@ -658,8 +668,13 @@ class LLMClient:
         prompt_tokens = completion_tokens = 0
         model = s.model
         reason = "no reply"
-        for attempt in range(1, max_attempts + 1):
-            completion = self._with_retries(lambda c=convo: self._create(c, role), role, ctx)
+        budget = s.output_budget(role)
+        grown = on_length != "grow"  # one larger budget at most, and only when asked for
+        attempt = replies = 0
+        while attempt < max_attempts:
+            attempt += 1
+            replies += 1
+            completion = self._with_retries(lambda c=convo, b=budget: self._create(c, role, b), role, ctx)
             usage = getattr(completion, "usage", None)
             p = int(getattr(usage, "prompt_tokens", 0) or 0)
             c = int(getattr(usage, "completion_tokens", 0) or 0)
@@ -671,6 +686,24 @@ class LLMClient:
                 text = self._reply_text(completion)
                 value = parse_reply(text, schema, check)
             except InvalidOutput as problem:
+                if problem.truncated:
+                    room = s.context_tokens - (p or 0) - 64  # what the context leaves beside this prompt
+                    if not grown and min(2 * budget, room) > budget:
+                        grown, attempt = True, attempt - 1  # not a corrective retry: same prompt, more room
+                        log.warning(
+                            "%s: the reply reached the output budget of %d tokens; asking once more with %d",
+                            self.where(role, ctx),
+                            budget,
+                            min(2 * budget, room),
+                        )
+                        budget = min(2 * budget, room)
+                        continue
+                    setting = f"llm.max_output_tokens_by_role.{role}" if role else "llm.max_output_tokens"
+                    raise LLMTruncatedError(
+                        f"{self.where(role, ctx)}: the reply reached the output budget of {budget} tokens "
+                        f"(finish_reason=length); raise {setting} or use a model with a larger output",
+                        budget,
+                    ) from None
                 reason = self.scrub(problem.reason)
                 log.warning(
                     "%s: invalid output on attempt %d of %d: %s",
@@ -679,12 +712,9 @@ class LLMClient:
                     max_attempts,
                     _one_line(reason),
                 )
-                if problem.text and not problem.truncated:
+                if problem.text:
                     convo = [*convo, {"role": "assistant", "content": _echo(problem.text)}]
-                convo = [
-                    *convo,
-                    {"role": "user", "content": corrective_message(problem, s.max_output_tokens)},
-                ]
+                convo = [*convo, {"role": "user", "content": corrective_message(problem)}]
                 continue
             self.cache.put(
                 key,
@@ -695,7 +725,7 @@ class LLMClient:
                     text=text,
                     prompt_tokens=prompt_tokens,
                     completion_tokens=completion_tokens,
-                    attempts=attempt,
+                    attempts=replies,
                 ),
             )
             return LLMResult(
@@ -706,7 +736,7 @@ class LLMClient:
                 cached=False,
                 request_hash=key,
                 model=model,
-                attempts=attempt,
+                attempts=replies,
             )
         raise LLMOutputError(
             f"{self.where(role, ctx)}: invalid output after {max_attempts} attempts: {_one_line(reason)}"

@@ -7,18 +7,19 @@ validated reply into the project's objects with provenance attached:
 * `propose_structure` (role `structure_free`) and `adapt_structure` (`structure_restricted`):
   StructureOutput -> ReportStructure. The check builds the ReportStructure (unique ids, only
   sections at the top, ...), requires every section to hold at least one content element and
-  every `sources` entry to be a doc_id of G; a violation is invalid output (corrective retry).
+  every `sources` entry to be a doc_id of G, and (form-restricted, filings) no title naming the
+  earlier edition's period instead of the new one; a violation is invalid output (corrective retry).
 * `add_questions` (`questions`): QuestionsOutput merged into the structure; every top-level
   section must get questions and no unknown id may appear.
 * `fill` (`fill`): FillOutput.content; Markdown headings (a line starting with '#') or a
   leftover '<!-- FILL' placeholder make the reply invalid.
 
-Context budget: input may use `context_tokens - max_output_tokens - reserve` tokens (o200k_base
-counts; the reserve leaves room for one corrective turn). If the grounding documents do not fit,
-the largest ones are replaced, one at a time, by a digest (title, headings, opening paragraph),
-marked as such in the prompt and logged as a warning; if even digests do not fit, the step fails
-with `ContextBudgetError`. For `fill`, the highest-scoring retrieved passages that fit are kept and
-the rest dropped whole, again with a warning. Nothing is ever cut silently.
+Context budget: input may use `context_tokens - output budget - reserve` tokens, less the tokenizer
+margin (tasks.llm.budget: o200k_base counts; the reserve leaves room for one corrective turn). If the
+grounding documents do not fit, the largest ones are replaced, one at a time, by a digest (title,
+headings, opening paragraph), marked as such in the prompt and logged as a warning; if even digests do
+not fit, the step fails with `ContextBudgetError`. For `fill`, the highest-scoring retrieved passages
+that fit are kept and the rest dropped whole, again with a warning. Nothing is ever cut silently.
 
 Provenance records, per role, the model the server reported, the template's sha256, the number
 of model replies it took (`calls`) and their token usage. These come from the cache entry on a
@@ -51,9 +52,11 @@ from schemas.structure import (
 from tasks.errors import FrameInputError
 from tasks.ground.load import GroundingSet
 from tasks.llm.backend import Passage, StepContext
+from tasks.llm.budget import input_budget, output_budget
 from tasks.llm.client import LLMClient, LLMError, LLMResult
 from tasks.llm.prompts import Prompt, load_prompt, render
 from tasks.markdown.document import hash_line, is_figure, is_heading, is_table_row
+from tasks.markdown.periods import Period, period_end_named, snapshot_period, stale_mentions
 from tasks.tokens import count_tokens
 
 log = logging.getLogger(__name__)
@@ -199,13 +202,12 @@ class OpenAIBackend:
         self._lock = threading.Lock()
         self._usage: dict[str, dict[str, int]] = {}
         self._models: dict[str, str] = {}
-        reserve = min(RETRY_RESERVE_TOKENS, settings.context_tokens // 10)
-        self.input_budget = settings.context_tokens - settings.max_output_tokens - reserve
+        self.input_budget = input_budget(settings, ROLES, RETRY_RESERVE_TOKENS)
         if self.input_budget <= 0:
             raise FrameInputError(
                 "llm.context_tokens",
-                f"context_tokens {settings.context_tokens} leaves no room for input after "
-                f"max_output_tokens {settings.max_output_tokens}",
+                f"context_tokens {settings.context_tokens} leaves no room for input after the output "
+                f"budget of {output_budget(settings, ROLES)} tokens (llm.max_output_tokens)",
             )
 
     # -- bookkeeping
@@ -380,15 +382,56 @@ class OpenAIBackend:
             )
         return structure
 
-    def _structure_call(self, role: str, messages, gset: GroundingSet, restricted: bool, ctx: StepContext):
-        doc_ids = {d.doc_id for d in gset.documents}
-        result = self.client.complete_json(
-            role,
-            messages,
-            StructureOutput,
-            ctx,
-            check=lambda out: self._structure_from(out, restricted, doc_ids),
+    @staticmethod
+    def _check_periods(structure: ReportStructure, periods: tuple[Period, Period] | None) -> None:
+        """The form-restricted rule of prompts/structure_restricted.md that `frame qa gold` checks on the
+        release: no title names the earlier edition's period in place of the new one."""
+        if periods is None:
+            return
+        old, new = periods
+        titles = [("(report title)", structure.title)] + [
+            (n.id, n.title) for n in structure.walk() if n.title
+        ]
+        stale = [f"{i} {t!r}" for i, t in titles if stale_mentions(t, old, new)]
+        if stale:
+            raise ValueError(
+                f"titles name the earlier edition's period, not the new one ({new.label or new.end}): "
+                + "; ".join(stale[:5])
+                + ". Rewrite each for the new period, keeping its id and place"
+            )
+
+    @staticmethod
+    def _periods(prev: ReportStructure, gset: GroundingSet, ctx: StepContext) -> tuple[Period, Period] | None:
+        """(earlier, new) period of a filing's form-restricted structure, the earlier read from the earlier
+        plan's title ("... for the period ended July 30, 2023"); None when it names none (papers)."""
+        end = period_end_named(prev.title)
+        if ctx.source_kind != "edgar" or end is None:
+            return None
+        new = snapshot_period(
+            ctx.snapshot,
+            annual=ctx.category == "financial_annual",
+            facts=gset.facts,
+            texts=gset.texts.values(),
         )
+        if new.end is None or new.end == end:
+            return None
+        return new.at(end), new
+
+    def _structure_call(
+        self,
+        role: str,
+        messages,
+        gset: GroundingSet,
+        restricted: bool,
+        ctx: StepContext,
+        periods: tuple[Period, Period] | None = None,
+    ):
+        doc_ids = {d.doc_id for d in gset.documents}
+
+        def check(out: StructureOutput) -> None:
+            self._check_periods(self._structure_from(out, restricted, doc_ids), periods)
+
+        result = self.client.complete_json(role, messages, StructureOutput, ctx, check=check)
         self._record(role, result)
         structure = self._structure_from(result.value, restricted, doc_ids)
         structure.provenance = [self.provenance(role, result)]
@@ -403,7 +446,8 @@ class OpenAIBackend:
         role = ROLE_STRUCTURE_RESTRICTED
         variables = {**self._base_vars(ctx), "previous_structure": structure_prompt_json(prev)}
         messages = self._grounding(self.prompt(role), gset, variables, role, ctx)
-        structure = self._structure_call(role, messages, gset, restricted=True, ctx=ctx)
+        periods = self._periods(prev, gset, ctx)
+        structure = self._structure_call(role, messages, gset, restricted=True, ctx=ctx, periods=periods)
         prev_ids = {n.id for n in prev.walk()}
         kept = sum(1 for n in structure.walk() if n.id in prev_ids)
         log.info(

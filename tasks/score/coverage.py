@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field, field_validator
 from schemas.config import LLMSettings
 from schemas.scoring import UNIT_TYPES, InfoUnit, ItemScore, MetricResult
 from tasks.errors import FrameInputError
-from tasks.markdown.chunks import Atom, atoms, pack, section_of, size
+from tasks.markdown.chunks import Atom, atoms, halve, pack, section_of, size
 from tasks.markdown.direction import direction
 from tasks.markdown.document import is_heading
 from tasks.markdown.numbers import Num, NumberPool
@@ -39,8 +39,9 @@ from tasks.markdown.pieces import (
 )
 from tasks.markdown.text import names, terms, words
 from tasks.score.judges import MAX_ITEMS, CoverageJudge, EmbedFn, SampledFamily, sample_items
-from tasks.score.llm_judge import LLMJudge, ids_check, stripped_text
+from tasks.score.llm_judge import LLMJudge, ids_check, split_on_length, stripped_text
 from tasks.score.metric import Inputs, MetricSpec
+from tasks.score.reply_size import extraction_measure
 from tasks.tokens import count_tokens
 
 __all__ = [
@@ -405,29 +406,42 @@ class LLMCoverageJudge(LLMJudge):
         self.batch_size = batch_size
 
     def _unit_chunk_budget(self) -> int:
-        # at most half the reply: the units repeat their source sentences
         return self.room(
-            self.UNITS_ROLE,
-            64,
-            "the gold report",
-            spare=200,
-            cap=self.settings.max_output_tokens // 2,
-            report_part="",
-            part_note="",
-            unit_types="",
+            self.UNITS_ROLE, 64, "the gold report", spare=200, report_part="", part_note="", unit_types=""
         )
+
+    def unit_parts(self, gold_markdown: str) -> list[list[Atom]]:
+        """The gold report cut into the parts sent to score_units: each part's prompt fits the input budget
+        and the reply it asks for (every unit restates its sentence or row) is expected to fit the role's
+        output budget (tasks.score.reply_size)."""
+        budget = self._unit_chunk_budget()
+        measure = extraction_measure(budget, self.output_budget(self.UNITS_ROLE))
+        gold_atoms = atoms(gold_markdown, budget, measure)
+        if not any(a.text.strip() for a in gold_atoms):
+            return []
+        parts: list[list[Atom]] = []
+        for part in pack(gold_atoms, budget, (lambda a: a.top, lambda a: a.flat)):
+            if parts and all(is_heading(a.text) for a in parts[-1]):
+                part = parts.pop() + part  # headings alone hold no unit: they go with what follows them
+            parts.append(part)
+        return parts
 
     # -- units
 
     def extract_units(self, gold_markdown: str) -> list[InfoUnit]:
         if not gold_markdown.strip():
             return []
-        budget = self._unit_chunk_budget()
-        gold_atoms = atoms(gold_markdown, budget)
-        if not any(a.text.strip() for a in gold_atoms):
+        chunks = self.unit_parts(gold_markdown)
+        if not chunks:
             return []
-        chunks = pack(gold_atoms, budget, (lambda a: a.top, lambda a: a.flat))
         total = len(chunks)
+        measure = extraction_measure(self._unit_chunk_budget(), self.output_budget(self.UNITS_ROLE))
+
+        def ask_part(job: tuple[int, list[Atom]]) -> list[tuple[list[_UnitOut], list[Atom]]]:
+            i, chunk = job
+            return split_on_length(
+                lambda part: ask((i, part)), chunk, lambda part: halve(part, measure), self.UNITS_ROLE
+            )
 
         def ask(job: tuple[int, list[Atom]]) -> tuple[list[_UnitOut], list[Atom]]:
             i, chunk = job
@@ -443,10 +457,11 @@ class LLMCoverageJudge(LLMJudge):
                 report_part="\n\n".join(a.text for a in chunk),
                 part_note=note,
                 unit_types=", ".join(UNIT_TYPES),
+                on_length="split",
             )
             return result.value.units, chunk
 
-        replies = self.map(ask, list(enumerate(chunks)))
+        replies = [r for rs in self.map(ask_part, list(enumerate(chunks))) for r in rs]
         found = [(u, chunk) for got, chunk in replies for u in got]
         units = [
             InfoUnit(

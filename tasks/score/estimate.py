@@ -25,8 +25,10 @@ from pydantic import BaseModel
 
 from schemas.config import LLMSettings, ModelPrice
 from schemas.estimate import COUNTED, Estimate, EstimateRow, usd
+from schemas.evaluation import STRATEGY_ROLES
 from schemas.scoring import ScoreSettings
 from tasks.errors import FrameInputError
+from tasks.llm.budget import input_budget, tokenizer_note
 from tasks.llm.client import LLMResult
 from tasks.llm.prompts import render
 from tasks.markdown.document import heading_of
@@ -34,7 +36,8 @@ from tasks.markdown.text import split_sentences
 from tasks.score import registry
 from tasks.score.inputs import grounding_of
 from tasks.score.metric import instance_seed
-from tasks.synthesize.estimate import message_tokens
+from tasks.score.reply_size import expected_items
+from tasks.synthesize.estimate import Overflow, message_tokens, overflow_notes
 from tasks.tokens import count_tokens
 
 __all__ = ["BUILTINS", "STAGE2_SHARE", "Generator", "estimate_score"]
@@ -42,14 +45,15 @@ __all__ = ["BUILTINS", "STAGE2_SHARE", "Generator", "estimate_score"]
 BUILTINS = ("gold", "copy-sample", "extractive")
 STAGE2_SHARE = 0.3  # claims assumed below the support threshold after stage 1 (sent to score_entail)
 GOLD = "gold"
+ONE_SHOT_ROLE = STRATEGY_ROLES["one-shot"]
 ITEM_WORDS = 30  # words of one stand-in extracted item (a fact, a question's answer, an attribute)
 # A generating system's requests for one instance: (system config, instance row, its grounding rows,
 # the system's LLM settings) -> the chat messages of each request it would send.
 Generator = Callable[[Any, Mapping[str, Any], Sequence[Mapping[str, Any]], LLMSettings], list[list[dict]]]
 # Roles whose number of requests follows from the judge's earlier replies (never only from the inputs).
 REPLY_DRIVEN = {
-    "score_coverage": "units per report from the offline unit extractor",
-    "score_verify": "claims per report from the offline claim extractor",
+    "score_coverage": "units per report: what a compliant extractor lists (tasks.score.reply_size)",
+    "score_verify": "claims per report: what a compliant extractor lists (tasks.score.reply_size)",
     "score_entail": f"{STAGE2_SHARE:.0%} of the sampled claims below the threshold after stage 1",
     "score_scaffold_align": "facts and questions: the middle of the range each part asks for",
     "score_scaffold_entity_check": "attributes: the middle of the range each part asks for",
@@ -146,14 +150,17 @@ class _Role:
 
 
 class _Recorder:
-    """Counts each distinct request once per role (the response cache answers repeats)."""
+    """Counts each distinct request once per role (the response cache answers repeats); a reply expected
+    past its role's output budget is counted uncapped and listed (`overflows`)."""
 
-    def __init__(self, max_output: int = 4096) -> None:
-        self.max_output = max_output  # a reply never exceeds the judge's max_output_tokens
+    def __init__(self, settings: LLMSettings | None = None) -> None:
+        self.settings = settings
         self.roles: dict[str, _Role] = defaultdict(_Role)
         self.seen: set[str] = set()
         self.system = ""
         self.proxy = False
+        self.instance = ""
+        self.overflows: list[Overflow] = []
 
     def record(self, role: str, messages: list[dict], reply: BaseModel) -> None:
         key = role + json.dumps(messages, sort_keys=True, ensure_ascii=False)
@@ -164,7 +171,11 @@ class _Recorder:
         r.requests += 1
         r.input_tokens += message_tokens(messages)
         out = count_tokens(json.dumps(reply.model_dump(mode="json"), ensure_ascii=False))
-        r.output_tokens += min(out, self.max_output)
+        r.output_tokens += out
+        budget = self.settings.output_budget(role) if self.settings is not None else None
+        if budget is not None and out > budget:
+            where, setting = f"{self.instance} ({self.system})", f"[judge] max_output_tokens_by_role.{role}"
+            self.overflows.append(Overflow(role, where, out, budget, setting))
         if self.proxy:
             r.proxies.add(self.system)
 
@@ -176,7 +187,9 @@ def _result(value: BaseModel, model: str) -> LLMResult:
 def _instrument(judge: Any, rec: _Recorder, settings: LLMSettings) -> Any:
     """`judge` with `ask` / `ask_messages` replaced (on this instance) by count-and-stand-in versions."""
 
-    def ask(role: str, schema: type, *, check: Any = None, **variables: Any) -> LLMResult:
+    def ask(
+        role: str, schema: type, *, check: Any = None, on_length: str = "grow", **variables: Any
+    ) -> LLMResult:
         messages = render(judge.prompts[role], **variables)
         reply = schema.model_validate(_reply(role, variables, messages))
         rec.record(role, messages, reply)
@@ -239,21 +252,13 @@ def _scaffold_reply(role: str, variables: Mapping[str, Any]) -> dict:
 
 def _reply(role: str, v: Mapping[str, Any], messages: list[dict]) -> dict:
     """A valid reply of `role` sized like a real one (what it holds never changes a count but its own)."""
-    if role == "score_units":
-        from tasks.score.coverage import OfflineCoverageJudge
-
-        units = OfflineCoverageJudge(None, "-").extract_units(str(v["report_part"]))  # type: ignore[arg-type]
-        return {
-            "units": [
-                {"type": u.type, "content": u.content, "source_sentence": u.source_sentence} for u in units
-            ]
-        }
+    if role == "score_units":  # what a compliant model lists: every sentence, every figure of every row
+        return {"units": expected_items(str(v["report_part"]))}
     if role == "score_coverage":
         return {"judgments": [{"unit_id": i, "score": 1.0, "rationale": _WHY} for i in _ids(v["unit_ids"])]}
     if role == "score_claims":
-        from tasks.score.faithfulness import claims_of
-
-        return {"claims": [{"content": c.content} for c in claims_of(str(v["report_part"]))]}
+        items = expected_items(str(v["report_part"]))
+        return {"claims": [{k: i[k] for k in ("content", "source_sentence", "section")} for i in items]}
     if role in ("score_verify", "score_entail"):
         ids = [int(x) for x in re.findall(r"^### Claim (\d+)", str(v["claims"]), re.M)]
         low = {i for i in ids if (i * 7919) % 100 < STAGE2_SHARE * 100} if role == "score_verify" else set()
@@ -321,7 +326,7 @@ class _Judges:
 
     @classmethod
     def make(cls, judge: LLMSettings | None, settings: ScoreSettings, fams: list[str], comps: list[str]):
-        rec = _Recorder(judge.max_output_tokens if judge is not None else 4096)
+        rec = _Recorder(judge)
         out = cls(rec)
         if judge is None:
             return out
@@ -376,6 +381,7 @@ def _judge_instance(
     from tasks.score.rubric import RubricContext, score_rubric
 
     iid, gold, rec = str(inst["instance_id"]), str(inst["target_markdown"]), j.rec
+    rec.instance = iid
     seed = instance_seed(settings.seed, iid)
     rec.system, rec.proxy = GOLD, False
     scaffold = j.extractor.extract(gold) if j.extractor is not None else None
@@ -413,8 +419,10 @@ def _generation_row(
     rows: Mapping[str, list[dict]],
     generators: Mapping[str, Generator],
     prices: Mapping[str, ModelPrice],
+    overflows: list[Overflow],
 ) -> EstimateRow:
-    """Requests and tokens of one system generating a report per instance."""
+    """Requests and tokens of one system generating a report per instance; a one-shot report expected past
+    the system's output budget goes to `overflows`."""
     if s.kind != "openai":
         what = {
             "builtin": "frame's own baseline",
@@ -437,13 +445,16 @@ def _generation_row(
     requests = tokens_in = tokens_out = 0
     for i in inst:
         y = count_tokens(json.dumps({"report_markdown": i["target_markdown"]}, ensure_ascii=False))
+        if s.strategy == "one-shot" and y > llm.output_budget(ONE_SHOT_ROLE):
+            budget, setting = llm.output_budget(ONE_SHOT_ROLE), f"[systems.{s.name}] max_output_tokens"
+            overflows.append(Overflow(s.name, str(i["instance_id"]), y, budget, setting))
         g_rows = rows.get(str(i["grounding_set_id"]), [])
         if gen is not None:
             plans = gen(s.config, i, g_rows, llm)
             requests += len(plans)
             tokens_in += sum(message_tokens(m) for m in plans)
         else:  # no generator given: S + G + the prompt, never more than the input budget
-            budget = llm.context_tokens - llm.max_output_tokens - min(2500, llm.context_tokens // 10)
+            budget = input_budget(llm, ONE_SHOT_ROLE, 2500)
             need = (
                 count_tokens(str(i["sample_markdown"])) + sum(int(r.get("tokens") or 0) for r in g_rows) + 900
             )
@@ -492,7 +503,8 @@ def estimate_score(
     for r in _table(release, "grounding_documents"):
         rows[str(r["grounding_set_id"])].append(r)
     reports, basis = _reports(release, inst, sys_list)
-    out = [_generation_row(s, inst, rows, generators, prices) for s in sys_list]
+    gen_overflows: list[Overflow] = []
+    out = [_generation_row(s, inst, rows, generators, prices, gen_overflows) for s in sys_list]
     j = _Judges.make(judge, settings, fams, comps)
     for i in inst:
         by_system = {s.name: reports[s.name][i["instance_id"]] for s in sys_list}
@@ -502,7 +514,7 @@ def estimate_score(
     return Estimate(
         title=f"score dry run: {release.parent.name}/{release.name}, {len(inst)} instance(s)",
         rows=out,
-        notes=_notes(judge, settings, basis, fams, comps),
+        notes=_notes(judge, settings, basis, fams, comps) + overflow_notes(gen_overflows + j.rec.overflows),
     )
 
 
@@ -554,8 +566,11 @@ def _notes(
         "Input tokens of judge prompts are o200k_base counts of the prompts the judges build; each distinct "
         "request counts once (the response cache answers repeats).",
         "Output tokens are estimated everywhere (stand-in replies the size of real ones; generation: the "
-        "size of Y). Assumes every reply is valid at once.",
+        "size of Y), never capped at the output budget: requests expected past it are listed below. Assumes "
+        "every reply is valid at once.",
     ]
+    if judge is not None:
+        notes.append(tokenizer_note(judge))
     if settings.embedder.startswith("openai:"):
         notes.append(f"Embedding requests of {settings.embedder} are not included.")
     return notes

@@ -60,8 +60,9 @@ from tasks.score.judges import (
     SampledFamily,
     sample_by_text,
 )
-from tasks.score.llm_judge import LLMJudge, ids_check, stripped_text
+from tasks.score.llm_judge import LLMJudge, ids_check, split_on_length, stripped_text
 from tasks.score.metric import Inputs, MetricSpec
+from tasks.score.reply_size import extraction_measure
 from tasks.synthesize.retrieve import RetrievalIndex
 from tasks.tokens import count_tokens
 
@@ -953,13 +954,14 @@ def _sections(markdown: str) -> list[tuple[str, str]]:
     return [(p, "\n".join(lines).strip()) for p, lines in out]
 
 
-def _split_text(text: str, budget: int) -> list[str]:
+def _split_text(text: str, budget: int, measure: Callable[[str], int] = count_tokens) -> list[str]:
     """Cut `text` (over budget) at blank-line blocks; a big table at rows (header repeated), a big
-    paragraph at sentences. Pieces are whole; one sentence over budget stays one piece."""
+    paragraph at sentences. Pieces are whole; one sentence over budget stays one piece. Sizes are tokens,
+    or `measure`."""
     blocks = [b for b in re.split(r"\n\s*\n", text) if b.strip()]
     pieces: list[str] = []
     for b in blocks:
-        if count_tokens(b) <= budget:
+        if measure(b) <= budget:
             pieces.append(b)
             continue
         lines = b.split("\n")
@@ -973,7 +975,7 @@ def _split_text(text: str, budget: int) -> list[str]:
             rows = lines[table_at + 2 :]
             group: list[str] = []
             for r in rows:
-                if group and count_tokens("\n".join(head + group + [r])) > budget:
+                if group and measure("\n".join(head + group + [r])) > budget:
                     pieces.append("\n".join(head + group))
                     group = []
                 group.append(r)
@@ -983,7 +985,7 @@ def _split_text(text: str, budget: int) -> list[str]:
         sents = split_sentences(" ".join(b.split()))
         group = []
         for s in sents:
-            if group and count_tokens(" ".join(group + [s])) > budget:
+            if group and measure(" ".join(group + [s])) > budget:
                 pieces.append(" ".join(group))
                 group = []
             group.append(s)
@@ -992,21 +994,24 @@ def _split_text(text: str, budget: int) -> list[str]:
     return pieces
 
 
-def report_chunks(markdown: str, budget: int) -> list[tuple[str, str]]:
-    """(heading path of the chunk's first section, text) chunks of R', each within `budget` tokens unless a
-    single sentence is larger; consecutive sections are packed together, nothing is dropped."""
+def report_chunks(
+    markdown: str, budget: int, measure: Callable[[str], int] = count_tokens
+) -> list[tuple[str, str]]:
+    """(heading path of the chunk's first section, text) chunks of R', each within `budget` (tokens, or
+    `measure`) unless a single sentence is larger; consecutive sections are packed together, nothing is
+    dropped."""
     chunks: list[tuple[str, str]] = []
     cur: list[str] = []
     cur_path = ""
     cur_tok = 0
     for path, text in _sections(markdown):
-        t = count_tokens(text)
+        t = measure(text)
         if t > budget:
             if cur:
                 chunks.append((cur_path, "\n\n".join(cur)))
                 cur, cur_tok = [], 0
             heading = f"(continued: {path})\n\n" if path else ""
-            for i, piece in enumerate(_split_text(text, budget)):
+            for i, piece in enumerate(_split_text(text, budget, measure)):
                 chunks.append((path, piece if i == 0 else heading + piece))
             continue
         if cur and cur_tok + t > budget:
@@ -1036,8 +1041,7 @@ class LLMFaithfulnessJudge(LLMJudge):
 
     def claims_chunk_budget(self) -> int:
         over = self.overhead("score_claims", report_title="", part="", report_part="")
-        # at most half the reply: the claims restate the text
-        budget = min(self.input_budget() - over, self.settings.max_output_tokens // 2)
+        budget = self.input_budget() - over
         if budget < 100:
             raise FrameInputError(
                 "llm.context_tokens",
@@ -1045,26 +1049,48 @@ class LLMFaithfulnessJudge(LLMJudge):
             )
         return budget
 
+    def _claims_measure(self) -> Callable[[str], int]:
+        return extraction_measure(self.claims_chunk_budget(), self.output_budget("score_claims"))
+
+    def claim_parts(self, generated_markdown: str) -> list[tuple[str, str]]:
+        """R' cut into the parts sent to score_claims: each prompt fits the input budget, and the reply it
+        asks for (every claim restates its sentence or row) is expected to fit the role's output budget
+        (tasks.score.reply_size)."""
+        return report_chunks(generated_markdown, self.claims_chunk_budget(), self._claims_measure())
+
     # -- claims
 
     def extract_claims(self, generated_markdown: str) -> list[Claim]:
         if not generated_markdown.strip():
             return []
         title = markdown_title(generated_markdown)
-        chunks = report_chunks(generated_markdown, self.claims_chunk_budget())
+        chunks = self.claim_parts(generated_markdown)
         n = len(chunks)
+        measure = self._claims_measure()
 
-        def job(chunk: tuple[int, tuple[str, str]]) -> list[ClaimOut]:
-            i, (path, text) = chunk
+        def ask(i: int, path: str, text: str) -> list[ClaimOut]:
             part = f"part {i + 1} of {n}" + (f" (starting at section: {path})" if path else "")
             res = self.ask(
-                "score_claims", ClaimsReply, report_title=title or "(untitled)", part=part, report_part=text
+                "score_claims",
+                ClaimsReply,
+                report_title=title or "(untitled)",
+                part=part,
+                report_part=text,
+                on_length="split",
             )
             self.models.add(res.model)
             for c in res.value.claims:
                 if not c.section:
                     c.section = path
             return res.value.claims
+
+        def halve(text: str) -> list[str]:
+            return _split_text(text, max(1, measure(text) // 2), measure)
+
+        def job(chunk: tuple[int, tuple[str, str]]) -> list[ClaimOut]:
+            i, (path, text) = chunk
+            got = split_on_length(lambda t: ask(i, path, t), text, halve, "score_claims")
+            return [c for claims in got for c in claims]
 
         found = [c for claims in self.map(job, list(enumerate(chunks))) for c in claims]
         fields = {"content", "source_sentence", "section"}

@@ -7,6 +7,7 @@ schema validation happen there).
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -16,10 +17,14 @@ from pydantic import AfterValidator, Field
 
 from schemas.config import LLMSettings
 from tasks.errors import FrameInputError
+from tasks.llm import budget as budgets
+from tasks.llm.client import LLMTruncatedError
 from tasks.llm.prompts import Prompt, load_prompt, render
 from tasks.tokens import count_tokens
 
-__all__ = ["LLMJudge", "id_problems", "ids_check", "input_budget", "stripped_text"]
+__all__ = ["LLMJudge", "id_problems", "ids_check", "input_budget", "split_on_length", "stripped_text"]
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -27,10 +32,11 @@ R = TypeVar("R")
 RESERVE_TOKENS = 2000  # context kept free for message framing and token-count drift
 
 
-def input_budget(settings: LLMSettings, reserve: int = RESERVE_TOKENS) -> int:
-    """Tokens available for the rendered prompt: context minus the reply minus a framing reserve (at most
-    a tenth of the context, so small local models keep most of theirs)."""
-    return settings.context_tokens - settings.max_output_tokens - min(reserve, settings.context_tokens // 10)
+def input_budget(settings: LLMSettings, reserve: int = RESERVE_TOKENS, roles: Sequence[str] = ()) -> int:
+    """Tokens available for the rendered prompt of `roles`: context minus their largest output budget minus
+    a framing reserve (at most a tenth of the context, so small local models keep most of theirs), less the
+    tokenizer margin (tasks.llm.budget)."""
+    return budgets.input_budget(settings, roles, reserve)
 
 
 def id_problems(want: Sequence[Hashable], got: Sequence[Hashable]) -> tuple[list, list, list]:
@@ -55,6 +61,24 @@ def ids_check(
             raise ValueError(explain(*problems))
 
     return check
+
+
+def split_on_length(ask: Callable[[T], R], part: T, halve: Callable[[T], Sequence[T]], what: str) -> list[R]:
+    """`ask(part)`, or when its reply reached the output budget, `ask` of each piece `halve(part)` gives
+    (recursively): the input is split, never sent again as is. A part that cannot be cut fails."""
+    try:
+        return [ask(part)]
+    except LLMTruncatedError as exc:
+        pieces = list(halve(part))
+        if len(pieces) < 2:
+            raise
+        log.warning(
+            "%s: the reply reached the output budget of %d tokens; asking for it in %d pieces",
+            what,
+            exc.budget,
+            len(pieces),
+        )
+        return [r for p in pieces for r in split_on_length(ask, p, halve, what)]
 
 
 def stripped_text(empty: str) -> Any:
@@ -91,7 +115,10 @@ class LLMJudge:
         return {r: p.sha256 for r, p in self.prompts.items()}
 
     def input_budget(self) -> int:
-        return input_budget(self.settings, self.RESERVE)
+        return input_budget(self.settings, self.RESERVE, self.ROLES)
+
+    def output_budget(self, role: str) -> int:
+        return self.settings.output_budget(role)
 
     def overhead(self, role: str | Prompt, **blank: Any) -> int:
         """Tokens of the prompt of `role` rendered with `blank` (empty) variables."""
@@ -115,8 +142,8 @@ class LLMJudge:
         s = self.settings
         return FrameInputError(
             "llm.context_tokens",
-            f"context_tokens {s.context_tokens} / max_output_tokens {s.max_output_tokens} leave no room "
-            f"to send {what} to {role}",
+            f"context_tokens {s.context_tokens} / output budget {budgets.output_budget(s, self.ROLES)} "
+            f"(llm.max_output_tokens) leave no room to send {what} to {role}",
         )
 
     def map(self, fn: Callable[[T], R], jobs: Sequence[T]) -> list[R]:
@@ -126,10 +153,19 @@ class LLMJudge:
         with ThreadPoolExecutor(max_workers=min(self.settings.concurrency, len(jobs))) as pool:
             return list(pool.map(fn, jobs))
 
-    def ask(self, role: str, schema: type[T], *, check: Callable[[T], Any] | None = None, **variables: Any):
-        """One validated JSON reply of `schema` to the `role` prompt rendered with `variables`."""
+    def ask(
+        self,
+        role: str,
+        schema: type[T],
+        *,
+        check: Callable[[T], Any] | None = None,
+        on_length: str = "grow",
+        **variables: Any,
+    ):
+        """One validated JSON reply of `schema` to the `role` prompt rendered with `variables` (`on_length`:
+        tasks.llm.client.LLMClient.complete_json)."""
         return self.client.complete_json(
-            role, render(self.prompts[role], **variables), schema, self.ctx, check=check
+            role, render(self.prompts[role], **variables), schema, self.ctx, check=check, on_length=on_length
         )
 
     def ask_messages(

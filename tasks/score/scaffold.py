@@ -1139,7 +1139,7 @@ class LLMScaffoldExtractor(LLMJudge):
     ROLES = (FACTS_ROLE, QUESTIONS_ROLE, ENTITIES_ROLE)
     # role -> reply model and how many items to ask over the whole report. Facts and questions: the paper's
     # 20-100 per document (001 App. G.1, G.2). Entity attributes: 20-150 is frame's bound, not the paper's
-    # (App. G.3 asks for all key entities, with no number): it keeps each reply within max_output_tokens and
+    # (App. G.3 asks for all key entities, with no number): it keeps each reply within the output budget and
     # the per-system entity checks bounded in cost.
     ASKS: ClassVar[dict[str, tuple[type[BaseModel], int, int]]] = {
         FACTS_ROLE: (FactsReply, 20, 100),
@@ -1155,16 +1155,16 @@ class LLMScaffoldExtractor(LLMJudge):
         if budget < 64:
             raise FrameInputError(
                 "llm.context_tokens",
-                f"context_tokens {self.settings.context_tokens} / max_output_tokens "
-                f"{self.settings.max_output_tokens} leave no room to send the gold report to the scaffold "
-                "extraction roles",
+                f"context_tokens {self.settings.context_tokens} / output budget "
+                f"{max(self.output_budget(r) for r in self.ROLES)} (llm.max_output_tokens) leave no room to "
+                "send the gold report to the scaffold extraction roles",
             )
         return budget
 
     def _range(self, share: float, low: int, high: int) -> tuple[int, int]:
         """How many items to ask of a part holding `share` of Y (paper: low-high per document), within what
         one reply can hold (about 60 tokens per item)."""
-        cap = max(5, self.settings.max_output_tokens // 60)
+        cap = max(5, min(self.output_budget(r) for r in self.ROLES) // 60)
         hi = min(cap, max(5, math.ceil(high * share)))
         return min(hi, max(2, round(low * share))), hi
 

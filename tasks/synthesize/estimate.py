@@ -38,6 +38,7 @@ from schemas.structure import (
 from tasks.errors import FrameInputError
 from tasks.ground.load import GroundingSet, grounding_set_from_rows, load_grounding_set
 from tasks.llm.backend import StepContext
+from tasks.llm.budget import tokenizer_note
 from tasks.llm.client import LLMResult
 from tasks.llm.openai_backend import ROLE_FILL, ROLE_QUESTIONS, ROLES, OpenAIBackend
 from tasks.synthesize.fill import fill_report
@@ -124,7 +125,7 @@ class Reference:
     reports: dict[str, _Report]
     order: dict[str, list[str]]
     rows: dict[str, list[dict]]  # grounding_set_id -> grounding_documents rows, in G's order
-    _cache: dict[tuple, dict[str, _Figures]] = field(default_factory=dict)
+    _cache: dict[tuple, _Replayed] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -224,29 +225,45 @@ class _Figures:
         self.output_tokens += other.output_tokens * weight
 
 
+@dataclass(frozen=True)
+class Overflow:
+    """A request whose expected reply is longer than its role's output budget."""
+
+    role: str
+    where: str  # domain/snapshot
+    expected: int
+    budget: int
+    setting: str = ""  # the config key that raises the budget (default: [llm] for the role)
+
+
 class _ReplayClient:
     """Stands in for `LLMClient`: records each request's tokens and answers with `answer(role)`; the reply
-    counts as `out_tokens(role, reply)` output tokens. Nothing is sent, nothing is cached."""
+    counts as `out_tokens(role, reply)` output tokens, uncapped: a reply expected past the role's output
+    budget is an `Overflow`. Nothing is sent, nothing is cached."""
 
     def __init__(
         self,
-        model: str,
-        max_output: int,
+        settings: LLMSettings,
         answer: Callable[[str], BaseModel],
         out_tokens: Callable[[str, Any], float],
     ):
-        self.model = model
-        self.max_output = max_output  # a reply never exceeds max_output_tokens
+        self.settings = settings
+        self.model = settings.model
         self.answer = answer
         self.out_tokens = out_tokens
         self.figures: dict[str, _Figures] = defaultdict(_Figures)
+        self.overflows: list[Overflow] = []
 
-    def complete_json(self, role: str, messages, schema, ctx, *, check=None) -> LLMResult:
+    def complete_json(self, role: str, messages, schema, ctx, *, check=None, on_length="grow") -> LLMResult:
         value = self.answer(role)
         f = self.figures[role]
         f.requests += 1
         f.input_tokens += message_tokens(messages)
-        f.output_tokens += min(self.out_tokens(role, value), self.max_output)
+        out = self.out_tokens(role, value)
+        f.output_tokens += out
+        if out > self.settings.output_budget(role):
+            where = f"{ctx.domain}/{ctx.snapshot}" if ctx is not None else "-"
+            self.overflows.append(Overflow(role, where, round(out), self.settings.output_budget(role)))
         return LLMResult(value, "", 0, 0, False, "", self.model, 1)
 
 
@@ -279,6 +296,12 @@ def _remap_sources(structure: ReportStructure, doc_ids: Sequence[str], ref_ids: 
     return [node(n) for n in structure.nodes]
 
 
+@dataclass
+class _Replayed:
+    figures: dict[str, _Figures]
+    overflows: list[Overflow]
+
+
 def _replay(
     settings: LLMSettings,
     gset: GroundingSet,
@@ -286,7 +309,7 @@ def _replay(
     prev: ReportStructure | None,
     ctx: StepContext,
     ref_ids: Sequence[str],
-) -> dict[str, _Figures]:
+) -> _Replayed:
     """One snapshot's synthesis through the real backend code, the model's replies being `stand_in`'s."""
     doc_ids = [d.doc_id for d in gset.documents]
     sections = _remap_sources(stand_in.structure, doc_ids, ref_ids)
@@ -309,17 +332,12 @@ def _replay(
             return count_tokens(_reply_json(value.model_dump(mode="json")))
         return count_tokens(_reply_json(_strip_questions(value.model_dump(mode="json"))))
 
-    client = _ReplayClient(
-        settings.model,
-        settings.max_output_tokens,
-        lambda role: replies.get(role, reply_structure),
-        out_tokens,
-    )
+    client = _ReplayClient(settings, lambda role: replies.get(role, reply_structure), out_tokens)
     backend = OpenAIBackend(settings, Path("."), client=client)  # type: ignore[arg-type]
     structure = synthesize_structure(backend, gset, prev, ctx)
     structure = augment_questions(backend, structure, gset, prev, ctx)
     fill_report(backend, render_outline(structure), structure, gset, ctx, budget_tokens=fill_budget(settings))
-    return dict(client.figures)
+    return _Replayed(dict(client.figures), list(client.overflows))
 
 
 def _ctx(domain: str, snapshot: str, category: str, gset: GroundingSet) -> StepContext:
@@ -329,7 +347,7 @@ def _ctx(domain: str, snapshot: str, category: str, gset: GroundingSet) -> StepC
 
 def _settings_key(s: LLMSettings) -> tuple:
     """What of the settings changes a replay's figures (the budgets; not the model's name)."""
-    return (s.context_tokens, s.max_output_tokens)
+    return (s.context_tokens, tuple(s.output_budget(r) for r in ROLES), s.token_margin)
 
 
 # ------------------------------------------------------------------------------------- estimate
@@ -348,7 +366,7 @@ def _proxy(ref: Reference, category: str, position: int, g_tokens: int | None) -
 
 def _reference_replay(
     ref: Reference, report_id: str, prev: _Report | None, settings: LLMSettings
-) -> dict[str, _Figures]:
+) -> _Replayed:
     """The reference's snapshot replayed on its own G with its own replies, after `prev`'s structure."""
     key = (report_id, prev.report_id if prev else None, _settings_key(settings))
     if key not in ref._cache:
@@ -370,7 +388,7 @@ def _category_means(ref: Reference, category: str | None, settings: LLMSettings)
     counts: dict[str, int] = defaultdict(int)
     for rid in ids:
         prev_id = ref.previous(rid)
-        figs = _reference_replay(ref, rid, ref.reports[prev_id] if prev_id else None, settings)
+        figs = _reference_replay(ref, rid, ref.reports[prev_id] if prev_id else None, settings).figures
         for role, f in figs.items():
             totals[role].add(f)
             counts[role] += 1
@@ -391,6 +409,7 @@ class _Plan:
     acc: dict[tuple[str, str], _Figures] = field(default_factory=lambda: defaultdict(_Figures))
     kinds: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     failures: list[str] = field(default_factory=list)
+    overflows: list[Overflow] = field(default_factory=list)
     means: dict[str | None, dict[str, _Figures]] = field(default_factory=dict)
 
     def add(self, figs: Mapping[str, _Figures], basis: Callable[[str], str]) -> None:
@@ -424,21 +443,28 @@ def _snapshot(plan: _Plan, domain: EdgarDomain | ArxivDomain, i: int, prev: _Rep
         ctx = StepContext(domain.name, snap, domain.category, kind)
         ref_g = ref.gset(stand_in.report_id)
         ref_ids = [d.doc_id for d in ref_g.documents] if ref_g else []
-        figs = _replay(plan.settings, gset, stand_in, prev.replied if prev else None, ctx, ref_ids)
+        got = _replay(plan.settings, gset, stand_in, prev.replied if prev else None, ctx, ref_ids)
         whose = "" if stand_in.report_id == rid else f", {stand_in.report_id}'s"
         plan.add(
-            figs, lambda r: COUNTED if r == ROLES[0] else f"counted G; replies estimated from {label}{whose}"
+            got.figures,
+            lambda r: COUNTED if r == ROLES[0] else f"counted G; replies estimated from {label}{whose}",
         )
+        plan.overflows += got.overflows
         plan.kinds["counted"] += 1
         return stand_in
     if rid in ref.reports and ref.rows.get(rid):
-        plan.add(
-            _reference_replay(ref, rid, prev, plan.settings),
-            lambda r: f"estimated from {label} (same snapshot)",
-        )
+        got = _reference_replay(ref, rid, prev, plan.settings)
+        plan.add(got.figures, lambda r: f"estimated from {label} (same snapshot)")
+        plan.overflows += got.overflows
         plan.kinds["same"] += 1
         return ref.reports[rid]
     plan.add(plan.category(domain.category, i), lambda r: f"estimated from {label} (per-category means)")
+    like = _proxy(ref, domain.category, i, None)  # a typical snapshot of the category: its overflows, if any
+    prev_id = ref.previous(like.report_id)
+    got = _reference_replay(ref, like.report_id, ref.reports[prev_id] if prev_id else None, plan.settings)
+    plan.overflows += [
+        Overflow(o.role, f"{rid} (like {o.where})", o.expected, o.budget) for o in got.overflows
+    ]
     plan.kinds["category"] += 1
     return _proxy(ref, domain.category, i, None)
 
@@ -461,6 +487,23 @@ def estimate_build(config: FrameConfig, *, data_dir: Path, reference_release: Pa
                 plan.failures.append(f"{domain.name} {snap}: {exc}")
                 prev = None
     return _estimate(config, settings, plan)
+
+
+def overflow_notes(overflows: Sequence[Overflow], limit: int = 12) -> list[str]:
+    """One line per role whose replies would pass its output budget, then the requests (largest first)."""
+    if not overflows:
+        return ["No request is expected to reply past its role's output budget."]
+    out = []
+    for role in dict.fromkeys(o.role for o in overflows):
+        mine = sorted((o for o in overflows if o.role == role), key=lambda o: -o.expected)
+        out.append(
+            f"would overflow: {len(mine)} {role} request(s) expected past the budget of {mine[0].budget:,} "
+            f"tokens (largest {mine[0].expected:,}); raise "
+            f"{mine[0].setting or f'[llm] max_output_tokens_by_role.{role}'}: "
+            + ", ".join(f"{o.where} ({o.expected:,})" for o in mine[:limit])
+            + (f" and {len(mine) - limit} more" if len(mine) > limit else "")
+        )
+    return out
 
 
 def _basis_rank(basis: str) -> int:
@@ -494,9 +537,12 @@ def _estimate(config: FrameConfig, settings: LLMSettings, plan: _Plan) -> Estima
     notes = [
         f"{total} snapshot(s): {k['counted']} grounded (their G counted), {k['same']} replayed from the same "
         f"snapshot of {plan.ref.label}, {k['category']} from per-category means of {plan.ref.label}.",
-        f"Model {settings.model}, context {settings.context_tokens:,} tokens, max output "
-        f"{settings.max_output_tokens:,}; fill passages up to {fill_budget(settings):,} tokens per element.",
-        "Output tokens are always estimated (the reference's structures, questions and report text as JSON).",
+        f"Model {settings.model}, context {settings.context_tokens:,} tokens; output budgets "
+        + ", ".join(f"{r} {settings.output_budget(r):,}" for r in ROLES)
+        + f"; fill passages up to {fill_budget(settings):,} tokens per element.",
+        tokenizer_note(settings),
+        "Output tokens are always estimated (the reference's structures, questions and report text as JSON), "
+        "never capped at the budget: a reply expected past its role's budget is listed below.",
         "Assumes every reply is valid at once and no response is cached: a corrective retry re-sends the "
         "prompt, a rebuild answers from data/cache/llm.",
     ]
@@ -507,4 +553,5 @@ def _estimate(config: FrameConfig, settings: LLMSettings, plan: _Plan) -> Estima
     if settings.model not in config.prices:
         notes.append(f'No [prices."{settings.model}"] entry: USD not computed.')
     notes += [f"would fail: {f}" for f in plan.failures]
+    notes += overflow_notes(plan.overflows)
     return Estimate(title=f"build dry run: {len(config.domains)} domain(s)", rows=rows, notes=notes)

@@ -2,8 +2,13 @@
 
 Grounding sets are usually larger than one prompt should carry, so filling is explicitly
 per-element retrieval within a token budget (`budget_tokens`); passages are never cut mid-way and
-the budget used is recorded per element. Placeholders are filled in outline order; an extractive
-backend (`backend.extractive`, the offline one) also gets the set of sentences already placed, so a
+the budget used is recorded per element. An LLM backend gets its budget filled
+(`RetrievalIndex.search_budget`: whole passages in rank order while they fit, the first 8 exactly as a
+top-8 search takes them, later ones only while relevant, at most `FILL_CEILING`; see
+tasks/synthesize/retrieve.py, "Budget"). An extractive backend (`backend.extractive`, the offline one,
+whose demo gold and its annotations are shipped) keeps the fixed top `EXTRACTIVE_K` = 8 that fit
+(`RetrievalIndex.search`); an explicit `k` asks for that fixed top-k with any backend. Placeholders are
+filled in outline order; an extractive backend also gets the set of sentences already placed, so a
 sentence is never repeated in a later section (for paper sets; see tasks/synthesize/offline/fill.py).
 """
 
@@ -16,6 +21,8 @@ from tasks.ground.load import GroundingSet
 from tasks.llm.backend import Backend, StepContext
 from tasks.synthesize.outline import fill_placeholders, find_placeholders
 from tasks.synthesize.retrieve import RetrievalIndex
+
+EXTRACTIVE_K = 8  # passages per element for an extractive backend (the demo gold's retrieval)
 
 
 @dataclass
@@ -33,18 +40,23 @@ def fill_report(
     gset: GroundingSet,
     ctx: StepContext,
     budget_tokens: int = 1500,
-    k: int = 8,
+    k: int | None = None,
 ) -> FillResult:
     index = RetrievalIndex(gset)
+    extractive = bool(getattr(backend, "extractive", False))
+    top_k = k if k is not None else (EXTRACTIVE_K if extractive else None)
     # An extractive backend (offline) is told which sentences earlier placeholders already hold, so that
     # no sentence of G is copied into two sections; an LLM backend writes its own text.
-    placed: set[str] | None = set() if getattr(backend, "extractive", False) else None
+    placed: set[str] | None = set() if extractive else None
     contents: dict[str, str] = {}
     evidence: dict[str, list[str]] = {}
     used: dict[str, int] = {}
     for ph in find_placeholders(outline):
         node = structure.find(ph.id)
-        passages = index.search(node, structure, budget_tokens=budget_tokens, k=k)
+        if top_k is None:
+            passages = index.search_budget(node, structure, budget_tokens=budget_tokens)
+        else:
+            passages = index.search(node, structure, budget_tokens=budget_tokens, k=top_k)
         if placed is None:
             content = backend.fill(node, structure, passages, ctx)
         else:

@@ -27,7 +27,21 @@ comparison grid built from prose, so no tier), then for nodes with several sourc
 (best passage of every source document before the second-best of any), then by score, then by
 document order (deterministic tie-break). **Budget**: passages are taken in that order while they fit
 `budget_tokens` (o200k_base tokens of the passage text); one that does not fit is skipped whole, never
-cut, and at most `k` passages are returned, each carrying its score.
+cut, and at most `k` passages are returned, each carrying its score (`search`: the offline fill's top 8
+within 1,500 tokens, a generated report's sections). `search_budget` fills the budget instead (the fill
+step of an LLM backend, tasks/synthesize/fill.py): the same order and skipping, the first `FILL_FLOOR`
+(8) passages taken exactly as `search(k=8)` takes them (so it always holds what the top 8 held), later
+ones only when their *relevance* (the score without the prose bonus: normalised BM25, + 0.5 from a
+source document of the node) is at least `MIN_RELEVANCE` (0.1), and at most `FILL_CEILING` (128)
+passages. Why the relevance floor: nearly every passage of G shares some query term with a node (a
+year, "company", "model"), so without it the budget would always be topped up with passages that share
+one stray low-weight term with the element; under a tenth of the best passage's BM25 is such a match,
+while every passage of the node's own source documents stays eligible (the structure names those
+documents as where its content comes from). Why the ceiling: each excerpt costs ~22 tokens of framing
+in the fill prompt beyond its text, and a prompt of hundreds of one-line fragments reads badly; it binds
+only where G is cut into many short passages. On the demo release the LLM budgets (12,000 tokens for a
+128,000-token window, 8,000 for 32,000) give an element ~76 / ~55 passages and ~11k / ~7.7k tokens,
+instead of 8 passages and ~1.5k tokens (benchmarks/retrieval_recall.py, fill evidence).
 
 Build a `RetrievalIndex(gset)` once per grounding set and call `.search` per leaf; `retrieve()` is the
 one-shot form over an existing passage list (without heading context, as a `Passage` carries none).
@@ -70,6 +84,10 @@ TERM_WEIGHT_CAP = 3.0
 ANCESTOR_WEIGHT = 0.5
 QUESTION_WEIGHT = 0.5
 CONTEXT_WEIGHT = 3
+# search_budget (the fill evidence of an LLM backend): see the module docstring, "Budget"
+FILL_FLOOR = 8
+FILL_CEILING = 128
+MIN_RELEVANCE = 0.1
 
 BlockKind = Literal["heading", "text", "table", "figure", "list"]
 
@@ -405,13 +423,17 @@ class RetrievalIndex:
                 scores[i] += w * idf * f * (K1 + 1) / (f + norm)
         return scores
 
-    def rank(self, node: StructureNode, structure: ReportStructure | None = None) -> list[Passage]:
-        """Every passage with a positive score, best first (see the module docstring for the order)."""
+    def _ranked(
+        self, node: StructureNode, structure: ReportStructure | None
+    ) -> list[tuple[int, float, float]]:
+        """(passage index, score, relevance) of every passage with a positive score, best first; the
+        relevance is the score without the prose bonus (normalised BM25 + source boost)."""
         raw = self.bm25(node_query(node, structure))
         top = max(raw.values(), default=0.0)
         sources = set(node_sources(node, structure))
         prose_leaf = node.type in ("text", "list")
         scored: dict[int, float] = {}
+        relevance: dict[int, float] = {}
         for i, p in enumerate(self.passages):
             if self._skip[i]:
                 continue
@@ -420,6 +442,7 @@ class RetrievalIndex:
                 s += SOURCE_BOOST
             if s <= 0:
                 continue
+            relevance[i] = s
             if prose_leaf and p.kind in ("text", "list"):
                 s += PROSE_BOOST
             scored[i] = round(s, 6)
@@ -439,7 +462,11 @@ class RetrievalIndex:
                 i,
             )
         )
-        return [replace(self.passages[i], score=scored[i]) for i in order]
+        return [(i, scored[i], relevance[i]) for i in order]
+
+    def rank(self, node: StructureNode, structure: ReportStructure | None = None) -> list[Passage]:
+        """Every passage with a positive score, best first (see the module docstring for the order)."""
+        return [replace(self.passages[i], score=s) for i, s, _ in self._ranked(node, structure)]
 
     def search(
         self,
@@ -457,6 +484,32 @@ class RetrievalIndex:
             if p.tokens <= left:
                 out.append(p)
                 left -= p.tokens
+        return out
+
+    def search_budget(
+        self,
+        node: StructureNode,
+        structure: ReportStructure | None = None,
+        budget_tokens: int = 4000,
+        *,
+        floor: int = FILL_FLOOR,
+        ceiling: int = FILL_CEILING,
+        min_relevance: float = MIN_RELEVANCE,
+    ) -> list[Passage]:
+        """Passages for `node` filling `budget_tokens`: in rank order, each taken whole when it fits what
+        is left (one that does not is skipped, never cut), the first `floor` ones exactly as
+        `search(..., k=floor)` takes them, later ones only when their relevance (score without the prose
+        bonus) is at least `min_relevance`; at most `ceiling` passages."""
+        out: list[Passage] = []
+        left = budget_tokens
+        for i, score, relevance in self._ranked(node, structure):
+            if len(out) >= ceiling or left <= 0:
+                break
+            p = self.passages[i]
+            if p.tokens > left or (len(out) >= floor and relevance < min_relevance):
+                continue
+            out.append(replace(p, score=score))
+            left -= p.tokens
         return out
 
 

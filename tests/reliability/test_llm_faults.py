@@ -23,7 +23,7 @@ from pydantic import BaseModel
 import tests.llm_server as fake_llm
 from tasks.llm.backend import StepContext
 from tasks.llm.cache import CacheEntry
-from tasks.llm.client import LLMClient, LLMOutputError, LLMTransientError
+from tasks.llm.client import LLMClient, LLMOutputError, LLMTransientError, LLMTruncatedError
 from tests.llm_server import (
     LLMTestServer,
     empty_choices,
@@ -184,7 +184,6 @@ def test_every_request_times_out(llm_server, tmp_path):
 
 
 FAULTS = {
-    "truncated": (truncated, "output truncated at the token limit (finish_reason=length)"),
     "malformed": (malformed, "not valid JSON"),
     "schema-invalid": (lambda: json_reply({"title": 7, "sections": "many"}), "does not match the required"),
     "wrong-top-level": (lambda: json_reply([GOOD]), "expected one JSON object, got a JSON list"),
@@ -217,14 +216,30 @@ def test_persistent_invalid_output_fails_after_corrective_retries(llm_server, tm
     good_run_after(llm_server, tmp_path, seen=3)
 
 
+def test_persistent_truncation_is_asked_once_with_more_room_then_fails(llm_server, tmp_path):
+    llm_server.default_chat = truncated()
+    c = client(llm_server, tmp_path, invalid_retries=2)
+    with pytest.raises(LLMTruncatedError) as exc:
+        c.complete_json("structure", MESSAGES, Outline, CTX)
+    msg = str(exc.value)
+    assert_one_line(msg)
+    assert msg.startswith(f"{WHERE}: the reply reached the output budget of 8192 tokens"), msg
+    first, second = llm_server.chat_requests  # not 1 + invalid_retries: the prompt is never resent for less
+    assert first.messages == second.messages == MESSAGES
+    assert (first.body["max_tokens"], second.body["max_tokens"]) == (4096, 8192)
+    assert cache_entries(tmp_path) == []
+    good_run_after(llm_server, tmp_path, seen=2)
+
+
 def test_schema_invalid_then_valid_caches_under_the_original_request(llm_server, tmp_path):
     llm_server.script(json_reply({"title": "x"}), truncated(), json_reply(GOOD))
     res = client(llm_server, tmp_path).complete_json("structure", MESSAGES, Outline, CTX)
     assert res.attempts == 3 and len(llm_server.chat_requests) == 3
-    third = llm_server.chat_requests[2].messages
-    assert "sections: Field required" in third[3]["content"]  # the schema problem is named
-    assert "cut off" in third[-1]["content"]  # then the truncation (truncated text not echoed)
-    assert len(third) == 5
+    second, third = (r.messages for r in llm_server.chat_requests[1:])
+    assert "sections: Field required" in second[3]["content"]  # the schema problem is named
+    # the truncated reply is asked again as it was sent, with twice the room (no echo, no correction)
+    assert third == second and len(third) == 4
+    assert [r.body["max_tokens"] for r in llm_server.chat_requests] == [4096, 4096, 8192]
     [entry] = cache_entries(tmp_path)
     assert entry.attempts == 3
     # a new client with the original messages hits that entry

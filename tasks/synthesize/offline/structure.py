@@ -29,19 +29,24 @@ results section); "Comparison of Approaches" (a table leaf over all papers: one 
 "Open Questions" (text from conclusion/discussion sections).
 
 **Form-restricted (t2, t3)**: prev's sections are all kept with their ids, titles and order. Each child
-is matched to the element a form-free proposal over the new set contains (same title for containers;
-same type and title, or same type and sources, for leaves). A matched child keeps its id and title (a
-title differing only in its numbers, e.g. "Fiscal Year 2025 Summary", takes the new numbers) and takes
-the new objective and sources. An unmatched child is kept only if its `sources` still resolve in the
-new set (same doc_id, else the same slug without its note/item number, else a document title matching
-at >= 90 on rapidfuzz's token_set_ratio) and, for a subsection sharing its document with siblings (an
-MD&A heading), its title still names a heading of that document; a table/figure leaf also needs a
-table/figure in its scope. Everything else is dropped. Proposed children without counterpart are
-appended (new ids continue the parent's numbering, dropped ids are never reused) while the parent has
-fewer subsections than the proposal: this is how a new note or MD&A subsection enters, and how
-per-paper subsections are replaced by the new window's papers. A section left without any leaf keeps
-one text leaf without sources, so the layout never changes. Ids: "s1", "s1.2", "s1.2.t1" (t text, tb
-table, f figure, l list).
+is matched to the element a form-free proposal over the new set contains (same title, or the same
+title but for its period phrases, for containers; same type and title, or same type and sources, for
+leaves). A matched child keeps its id and title and takes the new objective and sources; a title
+differing only in its numbers or its period phrases ("Fiscal Year 2025 Summary", "Second Quarter of
+Fiscal Year 2026 Summary" for "First Quarter of Fiscal Year 2026 Summary") takes the new one, which
+the new filing wrote. Any other title kept from prev that names prev's period (its end date read from
+prev's title, "... for the period ended July 30, 2023"; fiscal year and quarter from the new set's dei
+facts) is rewritten for the new period by `tasks.markdown.periods.rewrite_title`, so no heading carries
+the earlier edition's period (`frame qa gold` checks it). An unmatched child is kept only if its
+`sources` still resolve in the new set (same doc_id, else the same slug without its note/item number,
+else a document title matching at >= 90 on rapidfuzz's token_set_ratio) and, for a subsection sharing
+its document with siblings (an MD&A heading), its title (renewed) still names a heading of that
+document; a table/figure leaf also needs a table/figure in its scope. Everything else is dropped.
+Proposed children without counterpart are appended (new ids continue the parent's numbering, dropped
+ids are never reused) while the parent has fewer subsections than the proposal: this is how a new note
+or MD&A subsection enters, and how per-paper subsections are replaced by the new window's papers. A
+section left without any leaf keeps one text leaf without sources, so the layout never changes. Ids:
+"s1", "s1.2", "s1.2.t1" (t text, tb table, f figure, l list).
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ from schemas.structure import CONTAINERS, LEAVES, Provenance, ReportStructure, S
 from tasks.ground.load import GroundingSet
 from tasks.llm.backend import StepContext
 from tasks.markdown.document import is_table_row
+from tasks.markdown.periods import Period, find_periods, period_end_named, rewrite_title, snapshot_period
 from tasks.markdown.text import split_sentences
 from tasks.synthesize.retrieve import Block, parse_blocks
 
@@ -809,18 +815,63 @@ def _leaf_evidence(node: StructureNode, sources: list[str], gset: GroundingSet, 
     return any(b.kind == node.type for b in scoped_blocks(gset, sources, scope))
 
 
-def _match(prev_child: StructureNode, cands: list[dict], used: set[int], gset: GroundingSet) -> int | None:
+@dataclass(frozen=True)
+class Dating:
+    """prev's period (None: its title names no date) and the new one, for a form-restricted structure."""
+
+    old: Period | None
+    new: Period
+
+    @classmethod
+    def of(cls, prev: ReportStructure, gset: GroundingSet, ctx: StepContext) -> Dating:
+        annual = ctx.category == "financial_annual"
+        new = snapshot_period(ctx.snapshot, annual=annual, facts=gset.facts, texts=gset.texts.values())
+        if new.end is None:
+            return cls(None, new)  # a window: its titles name no date (the survey title is the proposal's)
+        end = period_end_named(prev.title)
+        return cls(new.at(end, annual) if end else None, new)
+
+    def title(self, title: str) -> str:
+        """A title kept from prev, for the new period."""
+        return rewrite_title(title, self.old, self.new) if self.old is not None else title
+
+    def form(self, title: str, which: Period | None) -> str:
+        """`title` with its period phrases reduced to their kind (a year-to-date span of `which` as such):
+        two editions' titles of one element have the same form."""
+        out, at = [], 0
+        for m in find_periods(title):
+            kind, _, rest = m.label.partition(":")
+            part = rest.rsplit(":", 1)[-1] if rest.count(":") else ""
+            if kind == "E" and which is not None and which.end is not None:
+                n = int(part[:-1])
+                q = which.fiscal[1]
+                part = "ytd" if not which.annual and q in (2, 3) and n == 3 * q else part
+            out += [title[at : m.start], f" zzperiod{kind}{part[:1] if kind in 'FC' else part} "]
+            at = m.end
+        return norm("".join([*out, title[at:]]))
+
+    def same_form(self, prev_title: str, cand_title: str) -> bool:
+        """Titles equal but for their period phrases (prev's read for the old period, the candidate's
+        for the new one)."""
+        a = self.form(prev_title, self.old)
+        return "zzperiod" in a and a == self.form(cand_title, self.new)
+
+
+def _match(
+    prev_child: StructureNode, cands: list[dict], used: set[int], gset: GroundingSet, dating: Dating
+) -> int | None:
     free = [(i, c) for i, c in enumerate(cands) if i not in used]
+
+    def same(title: str) -> bool:
+        return titles_match(title, prev_child.title) or dating.same_form(prev_child.title, title)
+
     if prev_child.type in CONTAINERS:
-        return next(
-            (i for i, c in free if c["type"] in CONTAINERS and titles_match(c["title"], prev_child.title)),
-            None,
-        )
-    same = [(i, c) for i, c in free if c["type"] == prev_child.type]
-    hit = next((i for i, c in same if titles_match(c["title"], prev_child.title)), None)
+        return next((i for i, c in free if c["type"] in CONTAINERS and same(c["title"])), None)
+    same_type = [(i, c) for i, c in free if c["type"] == prev_child.type]
+    hit = next((i for i, c in same_type if same(c["title"])), None)
     if hit is None:
         resolved = resolve_sources(prev_child.sources, prev_child.title, gset)
-        hit = next((i for i, c in same if c["sources"] and c["sources"] == resolved), None)
+        hit = next((i for i, c in same_type if c["sources"] and c["sources"] == resolved), None)
     return hit
 
 
@@ -845,41 +896,44 @@ def _next_id(parent_id: str, taken: list[str], kind: str) -> str:
 
 
 def _adapt_children(
-    prev: StructureNode, cand: dict | None, gset: GroundingSet, taken: list[str]
+    prev: StructureNode, cand: dict | None, gset: GroundingSet, taken: list[str], dating: Dating
 ) -> list[dict]:
     cands = cand["children"] if cand else []
     used: set[int] = set()
     out: list[dict] = []
     shared = Counter(s for c in prev.children if c.type in CONTAINERS for s in dict.fromkeys(c.sources))
     for child in prev.children:
-        i = _match(child, cands, used, gset)
+        i = _match(child, cands, used, gset, dating)
         if i is not None:
             used.add(i)
             c = cands[i]
             node = {
                 "id": child.id,
                 "type": child.type,
-                "title": _renewed_title(child.title, c["title"]),
+                "title": _renewed_title(child.title, c["title"], dating),
                 "objective": c["objective"],
                 "questions": [],
                 "sources": list(c["sources"]),
                 "children": [],
             }
             if child.type in CONTAINERS:
-                node["children"] = _adapt_children(child, c, gset, taken)
+                node["children"] = _adapt_children(child, c, gset, taken, dating)
             out.append(node)
             continue
+        renewed = child.model_copy(update={"title": dating.title(child.title)})
         sources = resolve_sources(child.sources, child.title, gset)
         if child.type in CONTAINERS:
             own_docs = bool(child.sources) and all(shared[s] == 1 for s in child.sources)
-            if not sources or not (own_docs or _subsection_evidence(child, sources, gset)):
+            if not sources or not (own_docs or _subsection_evidence(renewed, sources, gset)):
                 continue
-            kids = _adapt_children(child, None, gset, taken)
+            kids = _adapt_children(child, None, gset, taken, dating)
             if not any(n["type"] in LEAVES for n in _walk_dicts(kids)):
                 continue
-            out.append(_copy(child, sources, kids))
-        elif _leaf_evidence(child, sources, gset, prev.title if prev.type == "subsection" else child.title):
-            out.append(_copy(child, sources, []))
+            out.append(_copy(renewed, sources, kids))
+        elif _leaf_evidence(
+            child, sources, gset, dating.title(prev.title) if prev.type == "subsection" else renewed.title
+        ):
+            out.append(_copy(renewed, sources, []))
     # additions: proposed children without counterpart, while below the proposal's container count
     n_cont = sum(1 for o in out if o["type"] in CONTAINERS)
     cap_cont = sum(1 for c in cands if c["type"] in CONTAINERS)
@@ -912,11 +966,15 @@ def _copy(node: StructureNode, sources: list[str], children: list[dict]) -> dict
     }
 
 
-def _renewed_title(old: str, new: str) -> str:
-    """Prev's title, unless the counterpart's differs from it only in its numbers (e.g. a fiscal year)."""
-    if old != new and norm(re.sub(r"\d", "", old)) == norm(re.sub(r"\d", "", new)):
+def _renewed_title(old: str, new: str, dating: Dating) -> str:
+    """Prev's title for the new period, unless the counterpart's differs from it only in its numbers
+    (e.g. a fiscal year) or its period phrases ("First Quarter" for "Second Quarter"): then the
+    counterpart's."""
+    if old != new and (
+        norm(re.sub(r"\d", "", old)) == norm(re.sub(r"\d", "", new)) or dating.same_form(old, new)
+    ):
         return new
-    return old
+    return dating.title(old)
 
 
 def _walk_dicts(nodes: list[dict]):
@@ -929,18 +987,24 @@ def adapt_structure(prev: ReportStructure, gset: GroundingSet, ctx: StepContext)
     """Form-restricted structure: prev's layout adapted to the evidence of `gset` (module docstring)."""
     proposal = propose_structure(gset, ctx)
     cand_sections = proposal.model_dump(mode="json")["nodes"]
+    dating = Dating.of(prev, gset, ctx)
     taken = [n.id for n in prev.walk()]
     sections = []
     used: set[int] = set()
     for sec in prev.nodes:
         ci = next(
-            (i for i, c in enumerate(cand_sections) if i not in used and titles_match(c["title"], sec.title)),
+            (
+                i
+                for i, c in enumerate(cand_sections)
+                if i not in used
+                and (titles_match(c["title"], sec.title) or dating.same_form(sec.title, c["title"]))
+            ),
             None,
         )
         cand = cand_sections[ci] if ci is not None else None
         if ci is not None:
             used.add(ci)
-        kids = _adapt_children(sec, cand, gset, taken)
+        kids = _adapt_children(sec, cand, gset, taken, dating)
         if not any(n["type"] in LEAVES for n in _walk_dicts(kids)):
             first = next((n for n in sec.children if n.type in LEAVES), None)
             leaf_id = first.id if first is not None else _next_id(sec.id, taken, "text")
@@ -948,7 +1012,7 @@ def adapt_structure(prev: ReportStructure, gset: GroundingSet, ctx: StepContext)
                 {
                     "id": leaf_id,
                     "type": "text",
-                    "title": first.title if first else sec.title,
+                    "title": dating.title(first.title if first else sec.title),
                     "objective": first.objective if first else sec.objective,
                     "questions": [],
                     "sources": [],
@@ -960,7 +1024,9 @@ def adapt_structure(prev: ReportStructure, gset: GroundingSet, ctx: StepContext)
             {
                 "id": sec.id,
                 "type": "section",
-                "title": sec.title,
+                "title": cand["title"]
+                if cand and dating.same_form(sec.title, cand["title"])
+                else dating.title(sec.title),
                 "objective": cand["objective"] if cand else sec.objective,
                 "questions": [],
                 "sources": srcs,
