@@ -67,6 +67,60 @@ def _output_folder(out: Path) -> Path:
     return out
 
 
+def _release_around(path: Path) -> Path | None:
+    """The release folder `path` is in or is (a folder holding manifest.json and instances.parquet)."""
+    try:
+        there = path.resolve()
+    except OSError:
+        return None
+    for folder in (there, *there.parents):
+        if (folder / "manifest.json").is_file() and (folder / "instances.parquet").is_file():
+            return folder
+    return None
+
+
+def _not_in_release(out: Path, flag: str = "--out") -> Path:
+    """`--out` of a command: never inside a release, which is immutable (`frame release verify`)."""
+    inside = _release_around(out)
+    if inside is not None:
+        raise FrameInputError(flag, f"{out} is inside the release {inside.name}: releases are immutable")
+    return out
+
+
+NoPreflight = Annotated[
+    bool,
+    typer.Option(
+        "--no-preflight",
+        help="skip the one request per LLM endpoint that checks it answers (keys still checked)",
+    ),
+]
+
+
+def _preflight(roles: dict, no_preflight: bool) -> None:
+    """Every LLM role's key is set and (unless --no-preflight) its endpoint answers, before any step."""
+    from tasks.llm.preflight import preflight
+
+    preflight({k: v for k, v in roles.items() if v is not None}, reach=not no_preflight)
+
+
+def _plan_roles(plan) -> dict:
+    """The LLM roles of a score/evolve plan: judge, embedder, openai systems, evolve optimizer/critic."""
+    roles = {"judge": plan.judge_llm, "embedder": plan.embed_llm}
+    for name, system in plan.systems.items():
+        roles[f"systems.{name}"] = getattr(system, "settings", None)
+    if plan.ev is not None:
+        roles["evolve.optimizer"] = plan.ev.evolve.optimizer
+        roles["evolve.critic"] = plan.ev.evolve.critic
+    return roles
+
+
+def _before_run(plan, out: Path | None, no_preflight: bool) -> None:
+    """What `frame score` checks once its plan is known: --out outside any release, every role's key."""
+    if out is not None:
+        _not_in_release(out)
+    _preflight(_plan_roles(plan), no_preflight)
+
+
 def _read_input(path: Path) -> bytes:
     if not path.exists():
         raise FrameInputError(path, "no such file")
@@ -322,6 +376,7 @@ def build_cmd(
             help="write the new version even when its tables equal the previous version's",
         ),
     ] = False,
+    no_preflight: NoPreflight = False,
 ) -> None:
     """fetch -> ground -> synthesize -> instances -> release, domains in parallel, every step cached."""
     from schemas.config import load_config
@@ -342,6 +397,7 @@ def build_cmd(
                 ).render_markdown()
             )
             return
+        _preflight({"llm": cfg.llm.resolved()}, no_preflight)
     except FrameInputError as exc:
         _fail(exc)
     _prefect_session(cfg)
@@ -668,39 +724,46 @@ def server_start(config: ConfigOption = None, data: DataOption = None) -> None:
 
     try:
         data_dir = _data_dir_of(config, data)
+        rec = start_server(data_dir)
     except FrameInputError as exc:
         _fail(exc)
-    try:
-        rec = start_server(data_dir)
     except RuntimeError as exc:
         print(f"frame: error: server: {exc}", file=sys.stderr)
         raise typer.Exit(1) from None
+    if rec.get("stale"):
+        print(f"stale server record removed: {rec['stale']}; nothing signalled", file=sys.stderr)
     print(f"{'already running' if rec['already'] else 'started'}: {rec['url']} (pid {rec['pid']})")
 
 
 @server_app.command("stop")
 def server_stop(config: ConfigOption = None, data: DataOption = None) -> None:
-    """Stop the data folder's background Prefect server."""
+    """Stop the data folder's background Prefect server (only a process provably its server is signalled;
+    a stale record is removed)."""
     from flows.server import stop_server
 
     try:
         data_dir = _data_dir_of(config, data)
+        rec = stop_server(data_dir)
     except FrameInputError as exc:
         _fail(exc)
-    rec = stop_server(data_dir)
+    if rec and rec.get("stale"):
+        print(f"stale server record removed: {rec['stale']}; nothing signalled")
+        return
     print(f"stopped: {rec['url']} (pid {rec['pid']})" if rec else "no server was running")
 
 
 @server_app.command("status")
 def server_status(config: ConfigOption = None, data: DataOption = None) -> None:
     """Whether the data folder has a running background Prefect server (exit 1 if not)."""
-    from flows.server import running_server
+    from flows.server import server_status as checked_status
 
     try:
         data_dir = _data_dir_of(config, data)
+        rec, stale = checked_status(data_dir)
     except FrameInputError as exc:
         _fail(exc)
-    rec = running_server(data_dir)
+    if stale is not None:
+        print(f"stale server record removed: {stale}; nothing signalled")
     if rec is None:
         print("no server running (commands start a temporary one)")
         raise typer.Exit(1)
@@ -816,6 +879,7 @@ def generate_cmd(
         Path | None,
         typer.Option("--config", help="evaluation config, or a build config whose [llm] one-shot uses"),
     ] = None,
+    no_preflight: NoPreflight = False,
 ) -> None:
     """Write one generated report per instance (data/generations/<name>/<version>/<system>/)."""
     import os
@@ -833,8 +897,10 @@ def generate_cmd(
         from tasks.generate.systems import select_systems
 
         select_systems([system], ev, llm=llm, flag="--system", exclude=("gold",))  # errors name --system
-        cache_dir = Path(os.environ.get("FRAME_CACHE_DIR") or (data_dir or Path("data")) / "cache")
+        # beside the release's data folder (or the config's), never in the folder the command runs from
+        cache_dir = Path(os.environ.get("FRAME_CACHE_DIR") or _data_folder(release, data_dir) / "cache")
         chosen = _score_systems(release, system, ev, llm, cache_dir, allow_missing=False)[system]
+        _preflight({f"systems.{system}": getattr(chosen, "settings", None)}, no_preflight)
         total = len(pd.read_parquet(release / "instances.parquet", columns=["instance_id"]))
         with progress_bar(_stderr_console(), f"[bold]{system}[/]", elapsed=False) as progress:
             bar = progress.add_task("instances", total=total)
@@ -997,6 +1063,7 @@ def score_cmd(
         typer.Option("--dry-run", help="print requests, tokens and cost per role and system; call nothing"),
     ] = False,
     out: Annotated[Path | None, typer.Option("--out", help="output folder (default data/scores/...)")] = None,
+    no_preflight: NoPreflight = False,
 ) -> None:
     """Score generated reports with metric families (default: FRAME's three); leaderboard with CIs; plots."""
     try:
@@ -1010,6 +1077,7 @@ def score_cmd(
         if dry_run:
             _print_score_estimate(release, plan)
             return
+        _before_run(plan, out, no_preflight)
     except FrameInputError as exc:
         _fail(exc)
     _run_score(release, plan, out)
@@ -1107,10 +1175,20 @@ def _run_score(release: Path, plan, out: Path | None) -> None:
         )
     except FrameInputError as exc:
         _fail(exc)
+    except score_flow.UnscoredSystems as exc:  # outputs written; a requested system produced nothing
+        _print_score_outputs(Path(exc.folder), started)
+        print(f"frame: error: score: {exc}", file=sys.stderr)
+        raise typer.Exit(1) from None
     except Exception as exc:
         print(f"frame: error: score: {str(exc).splitlines()[0] if str(exc) else repr(exc)}", file=sys.stderr)
         raise typer.Exit(1) from None
-    folder = Path(str(result))
+    _print_score_outputs(Path(str(result)), started)
+
+
+def _print_score_outputs(folder: Path, started: float) -> None:
+    """The leaderboard, one warning per failed generation, and where the scores are."""
+    import time
+
     print((folder / "leaderboard.md").read_text(encoding="utf-8"))
     failed = json.loads((folder / "manifest.json").read_text(encoding="utf-8")).get("generation_failures", [])
     for f in failed:  # recorded, not fatal: the other instances and systems were scored
@@ -1171,26 +1249,29 @@ def evolve_cmd(
     evaluate: Annotated[
         Path | None, typer.Option("--evaluate", help="a frozen skill K*: evaluate it on the locked split")
     ] = None,
+    no_preflight: NoPreflight = False,
 ) -> None:
     """Evolve a generation skill on the discovery and validation splits; --evaluate tests one on the locked
     split."""
     try:
         job, skill0 = _evolve_job(release, config, systems, skill, run)
-        frozen = _read_skill(evaluate) if evaluate is not None else None
+        frozen = _read_skill(evaluate, job.settings.budget_words) if evaluate is not None else None
         rounds = rounds if rounds is not None else job.settings.rounds
         patience = patience if patience is not None else job.settings.patience
         if rounds < 1 or patience < 1:
             raise FrameInputError("--rounds/--patience", "must be >= 1")
+        _preflight(job.roles, no_preflight)
     except FrameInputError as exc:
         _fail(exc)
     _run_evolve(job, skill0, rounds, patience, frozen)
 
 
-def _read_skill(path: Path):
-    from tasks.evolve.skill import parse_skill
+def _read_skill(path: Path, budget_words: int | None = None):
+    """The skill at `path`; one over `budget_words` is refused from its size before it is read."""
+    from tasks.evolve.skill import read_skill
 
     try:
-        return parse_skill(path.read_text(encoding="utf-8"), str(path))
+        return read_skill(path, budget_words)
     except (OSError, UnicodeDecodeError) as exc:
         raise FrameInputError(path, f"unreadable skill file ({exc})") from None
     except ValueError as exc:
@@ -1221,7 +1302,7 @@ def _evolve_job(release: Path, config: Path, systems: str, skill: Path | None, r
     plan = _score_plan(release, ",".join(names), ",".join(settings.metrics), config, False, {})
     instances = pd.read_parquet(release / "instances.parquet", columns=["instance_id", "domain"])
     splits = read_splits(release, list(instances.instance_id))
-    skill0 = _read_skill(skill) if skill is not None else Skill()
+    skill0 = _read_skill(skill, settings.budget_words) if skill is not None else Skill()
     made = {n: s for n, s in plan.systems.items() if s is not None}
     domains = set(instances.domain)
     names_ = domains | {d.split("-")[0] for d in domains}
@@ -1234,6 +1315,7 @@ def _evolve_job(release: Path, config: Path, systems: str, skill: Path | None, r
     job.folder = evolve_folder(release, plan.data_dir, run)
     job.data_dir = plan.data_dir
     job.run_settings = plan.run
+    job.roles = _plan_roles(plan)
     return job, skill0
 
 
@@ -1305,7 +1387,7 @@ def export_eval_cmd(
 
     try:
         chosen = [x.strip() for x in instances.split(",") if x.strip()] or None
-        summary = export_eval_kit(release, out, instances=chosen)
+        summary = export_eval_kit(release, _not_in_release(out), instances=chosen)
     except FrameInputError as exc:
         _fail(exc)
     print(f"{out}: {summary['instances']} instance(s), {summary['documents']} grounding document(s)")

@@ -4,7 +4,11 @@ Each round is a Prefect subflow: score the systems with K_t on the discovery spl
 failures, let the optimizer and critic write K_{t+1}, score K_t and K_{t+1} on the validation split,
 accept or reject. Scoring goes through the score flow (cached tasks), so a killed run resumes with what
 was done; a round's record (data/evolve/<release>/<run>/round-<k>/decision.json, written last) makes a
-rerun skip it. The locked split is only read by `evaluate_locked`. docs/evolve.md describes the loop."""
+rerun skip it. The locked split is only read by `evaluate_locked`. docs/evolve.md describes the loop.
+
+`evolve` and `evaluate_locked` check the skill they are given against `[evolve] budget_words` before any
+flow runs (FrameInputError: one line naming the file, its size and the budget), and never let an error
+print a flow run's parameters (flows.results.short_error)."""
 
 from __future__ import annotations
 
@@ -18,18 +22,22 @@ from typing import Any
 import pandas as pd
 from prefect import flow, get_run_logger
 
+from flows.results import install_bounded_flow_parameters, short_error
 from schemas.config import LLMSettings
 from schemas.evolve import EvolveSettings, Skill, Splits
 from schemas.scoring import ScoreSettings
 from tasks.atomic import atomic_write_bytes, atomic_write_text
+from tasks.errors import FrameInputError
 from tasks.evolve.decide import Decision, ScoredSplit, decide, item_changes, objective, paired_differences
 from tasks.evolve.failures import recurrent_failures
 from tasks.evolve.optimize import critique, llm_critique, llm_propose, propose
-from tasks.evolve.skill import with_skill
+from tasks.evolve.skill import over_budget, with_skill
 from tasks.evolve.splits import split_view, tuning_instances
 from tasks.generate.systems import ReportSystem
 
-__all__ = ["EvolveJob", "evaluate_locked", "evolve", "evolve_folder"]
+install_bounded_flow_parameters()  # a job with large parameters (a submission's reports) still runs
+
+__all__ = ["EvolveJob", "evaluate_locked", "evaluate_locked_flow", "evolve", "evolve_flow", "evolve_folder"]
 
 
 def evolve_folder(release: Path, data_dir: Path, run: str) -> Path:
@@ -168,8 +176,41 @@ def _recorded(folder: Path, key: str) -> dict | None:
     return record if record.get("key") == key else None
 
 
-@flow(name="evolve", flow_run_name=_run_name("evolve"), log_prints=True)
+def _checked(skill: Skill, job: EvolveJob, flag: str) -> None:
+    """FrameInputError (one line: the file, its size, the budget) for a skill over `[evolve] budget_words`:
+    it would go into every generation request."""
+    problem = over_budget(skill, job.settings.budget_words, flag)
+    if problem is not None:
+        raise FrameInputError(*problem)
+
+
+def _run_flow(fl: Any, *args: Any) -> Any:
+    """`fl(*args)`, an error that would print the flow run's parameters (or megabytes) made one short line."""
+    try:
+        return fl(*args)
+    except FrameInputError:
+        raise
+    except Exception as exc:
+        short = short_error(exc)
+        if short is None:
+            raise
+        raise short from None
+
+
 def evolve(job: EvolveJob, skill0: Skill, rounds: int, patience: int) -> dict:
+    """The evolution loop (`evolve_flow`) from `skill0` (refused up front when over the word budget)."""
+    _checked(skill0, job, "--skill")
+    return _run_flow(evolve_flow, job, skill0, rounds, patience)
+
+
+def evaluate_locked(job: EvolveJob, skill: Skill, out: Path) -> Path:
+    """The locked evaluation (`evaluate_locked_flow`) of `skill` (refused up front when over the budget)."""
+    _checked(skill, job, "--evaluate")
+    return _run_flow(evaluate_locked_flow, job, skill, out)
+
+
+@flow(name="evolve", flow_run_name=_run_name("evolve"), log_prints=True)
+def evolve_flow(job: EvolveJob, skill0: Skill, rounds: int, patience: int) -> dict:
     """The loop (see the module docstring); returns the run's summary, with K* in <run>/skill.md."""
     log = get_run_logger()
     current, best, best_value = skill0, skill0, None
@@ -214,7 +255,7 @@ def evolve(job: EvolveJob, skill0: Skill, rounds: int, patience: int) -> dict:
 
 
 @flow(name="evolve-locked", flow_run_name=_run_name("evolve-locked"), log_prints=True)
-def evaluate_locked(job: EvolveJob, skill: Skill, out: Path) -> Path:
+def evaluate_locked_flow(job: EvolveJob, skill: Skill, out: Path) -> Path:
     """Each system with and without `skill` on the locked split: paired differences with 95% CIs per
     layer and family, item pass-rate changes, skill length; report.md + parquet in `out`."""
     ids = list(job.splits.instances["locked"])

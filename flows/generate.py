@@ -24,6 +24,7 @@ from tasks.generate.runs import (
     write_generations,
 )
 from tasks.generate.systems import Generation, ReportSystem, make_system, select_systems
+from tasks.llm import secrets
 
 __all__ = [
     "check_submissions",
@@ -95,9 +96,11 @@ def generate_task(
     failed generation raises, so it is not cached: a rerun tries that instance again."""
     assert _system is not None and _instance is not None
     got = _system.generate(_instance, list(_grounding or []))
+    # whatever the system wrote (a program's stdout, an endpoint's reply) never carries a key frame knows
     if got.error is not None:
-        raise RuntimeError(got.error)
-    return {"markdown": got.markdown, "metadata": got.metadata}
+        raise RuntimeError(secrets.scrub(got.error))
+    markdown = secrets.scrub(got.markdown) if got.markdown is not None else None
+    return {"markdown": markdown, "metadata": secrets.scrub_data(got.metadata)}
 
 
 # Runs read "generate · <system> · <instance>". Set here, not in the decorator: the decorator is part

@@ -1,10 +1,12 @@
-"""Persisted Prefect task results that survive a killed build, and a logged check of each cache entry.
+"""Persisted Prefect task results that survive a killed build, and a logged check of each cache entry;
+flow run parameters that never exceed what the Prefect server stores, and errors that never echo them.
 
-Specification: docs/runs.md, section "Persisted results"
+Specification: docs/runs.md, section "Persisted results"; docs/security.md, "Scoring runs and skills"
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -207,3 +209,86 @@ def sweep_interrupted(data_dir: str | Path, result_storage: str | Path | None = 
         shown = ", ".join(str(p) for p in gone[:5]) + (f" (+{len(gone) - 5} more)" if len(gone) > 5 else "")
         _run_logger().info("removed %d leftover(s) of an interrupted build: %s", len(gone), shown)
     return gone
+
+
+# ------------------------------------------------------------------------------- flow run parameters
+
+# The share of the server's parameter limit (PREFECT_SERVER_API_MAX_PARAMETER_SIZE, 512 KiB by default) that
+# a flow run's stored parameters may take: what JSON the client sends is measured a little differently.
+PARAMETER_SHARE = 0.9
+_DEFAULT_PARAMETER_LIMIT = 512 * 1024
+# An error message longer than this is not printed whole (a server's 422 reply quotes every parameter).
+ERROR_CHARS = 500
+_PARAMETER_LIMIT_MSG = re.compile(
+    r"Flow run parameters must be less than [\d,]+ bytes when serialized \(got [\d,]+ bytes\)"
+)
+
+
+def _json_size(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":"), default=str).encode("utf-8"))
+
+
+def _parameter_limit() -> int:
+    try:
+        from prefect.settings import get_current_settings
+
+        return int(get_current_settings().server.api.max_parameter_size)
+    except Exception:  # noqa: BLE001 - an older or newer Prefect without the setting: its default
+        return _DEFAULT_PARAMETER_LIMIT
+
+
+def bounded_parameters(
+    serialized: dict[str, Any], raw: dict[str, Any], limit: int | None = None
+) -> dict[str, Any]:
+    """`serialized` (a flow run's parameters as Prefect stores them) within `PARAMETER_SHARE` of `limit`
+    bytes (default: the server's limit; <= 0: none): the largest values are replaced, one by one, by a
+    placeholder naming their type and size. They are only what the server shows of the run: the flow
+    itself gets the values (`raw`), so a large submission or skill no longer stops the run."""
+    limit = _parameter_limit() if limit is None else limit
+    if limit <= 0 or not serialized:
+        return serialized
+    budget = int(limit * PARAMETER_SHARE)
+    if _json_size(serialized) <= budget:
+        return serialized
+    out = dict(serialized)
+    sizes = {k: _json_size(v) for k, v in serialized.items()}
+    for key in sorted(sizes, key=lambda k: (-sizes[k], k)):
+        kind = type(raw.get(key)).__name__
+        out[key] = f"<{kind}: {sizes[key]:,} bytes as JSON, too large to store with the flow run>"
+        if _json_size(out) <= budget:
+            break
+    return out
+
+
+def install_bounded_flow_parameters() -> None:
+    """Make Prefect store at most `bounded_parameters` of every flow run's parameters (idempotent; this
+    process). Without it a flow whose parameters exceed the server's limit never starts, and the
+    server's refusal quotes every parameter value (megabytes on one line)."""
+    from prefect.flows import Flow
+
+    if getattr(Flow.serialize_parameters, "_frame_bounded", False):
+        return
+    original = Flow.serialize_parameters
+
+    def serialize_parameters(self: Any, parameters: dict[str, Any]) -> dict[str, Any]:
+        return bounded_parameters(original(self, parameters), parameters)
+
+    serialize_parameters._frame_bounded = True  # type: ignore[attr-defined]
+    Flow.serialize_parameters = serialize_parameters  # type: ignore[method-assign]
+
+
+def short_error(exc: BaseException) -> BaseException | None:
+    """A RuntimeError with a one-line message for an error whose message would print a flow run's
+    parameters (the server's "parameters must be less than ..." refusal) or is longer than `ERROR_CHARS`;
+    None when `exc` can be shown as it is. Re-raise the result `from None`: its cause holds the values."""
+    text = str(exc)
+    found = _PARAMETER_LIMIT_MSG.search(text)
+    if found is not None:
+        return RuntimeError(
+            f"the Prefect server refused the flow run: {found.group(0)} "
+            "(PREFECT_SERVER_API_MAX_PARAMETER_SIZE; parameter values not shown)"
+        )
+    first = text.splitlines()[0] if text else ""
+    if len(first) <= ERROR_CHARS:
+        return None
+    return RuntimeError(f"{first[:ERROR_CHARS]} ... ({len(text) - ERROR_CHARS:,} more characters not shown)")

@@ -3,6 +3,8 @@ task per instance when the family prepares, a cached `score` task per (instance,
 families across the systems of each instance -> outputs (tasks.score.outputs). Cache keys hold the sha256
 of what a family reads, the settings, the endpoint identity and the family's code digest: a rerun
 recomputes only what changed or failed. The families themselves live in tasks.score.registry.
+A system whose every generation failed is left out, said so, and ends the run with `UnscoredSystems`
+(tasks.score.unscored).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from prefect import flow, get_run_logger
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.generate import generate_for_scoring, systems_for
+from flows.results import install_bounded_flow_parameters, short_error
 from flows.score_tasks import (
     GOLD,
     cache_dir,
@@ -27,6 +30,7 @@ from flows.score_tasks import (
 )
 from schemas.config import LLMSettings, RunSettings
 from schemas.scoring import MetricResult, ScoreSettings
+from tasks.errors import FrameInputError
 from tasks.generate.runs import (
     load_release_inputs,
 )
@@ -35,8 +39,25 @@ from tasks.score import registry
 from tasks.score.inputs import available_inputs
 from tasks.score.metric import Inputs, JudgeEnv, instance_seed
 from tasks.score.outputs import ScoreRun, release_id, scores_folder, write_outputs
+from tasks.score.unscored import (
+    UnscoredSystems,
+    read_unscored,
+    say_unscored,
+    unscored_text,
+)
+from tasks.score.unscored import unscored as unscored_systems
 
-__all__ = ["GOLD", "PROGRESS", "instance_seed", "release_id", "score_release", "score_release_flow"]
+__all__ = [
+    "GOLD",
+    "PROGRESS",
+    "UnscoredSystems",
+    "instance_seed",
+    "release_id",
+    "score_release",
+    "score_release_flow",
+]
+
+install_bounded_flow_parameters()  # a submission's reports are a parameter: the run starts at any size
 
 
 # Progress for the CLI bar (the flow runs in a worker thread): tasks done / total.
@@ -97,10 +118,21 @@ def score_release(
     try:
         temporary_server_ready()  # a command's early server (flows.server): the model loads meanwhile
         flow_on_runner = score_release_flow.with_options(task_runner=runner)
-        return flow_on_runner(release, systems, settings, llm, out_dir, metrics, embed_llm)
+        folder = flow_on_runner(release, systems, settings, llm, out_dir, metrics, embed_llm)
+    except FrameInputError:
+        raise
+    except Exception as exc:
+        short = short_error(exc)  # never a parameter's value (a server's refusal quotes them all)
+        if short is None:
+            raise
+        raise short from None
     finally:
         if warm is not None:
             warm.join()
+    unscored = read_unscored(Path(folder))
+    if unscored:
+        raise UnscoredSystems(folder, unscored)
+    return folder
 
 
 def _warm_up(runner: Any, env: JudgeEnv, metrics: list[str] | None, contenders: int) -> Any:
@@ -157,6 +189,9 @@ def score_release_flow(
     n_made = len([s for s in systems.values() if s is not None])
     _start_progress(len(job.records) * (n_made + len(names) * len(families) + per_instance))
     generated, gen_digest, gen_failed = generate_for_scoring(rel, systems, job.gold, _outcome)
+    unscored = unscored_systems(systems, generated, gen_failed, len(job.records))
+    for name, u in unscored.items():
+        get_run_logger().error("%s produced no report (%s): left out of the scores", name, unscored_text(u))
     failures: list[str] = []
     prepared = {f: job.prepare(f, failures) for f in families if registry.family(f).prepares}
     results = job.score(families, generated, prepared, failures) if not failures else []
@@ -166,7 +201,8 @@ def score_release_flow(
             get_run_logger().error("failed: %s", f)
         raise RuntimeError(f"{len(failures)} score task(s) failed; first: {failures[0]} (rerun resumes)")
     parts = [registry.build(f, env).prepared_outputs(p) for f, p in prepared.items()]
-    contenders = [s for s in names if s != GOLD]
+    # a system without any report has no vote to count (nor a Bradley-Terry strength to estimate)
+    contenders = [s for s in names if s != GOLD and s not in unscored]
     parts += [registry.build(c, env).outputs(v, contenders) for c, v in votes.items()]
     out = Path(out_dir) if out_dir else scores_folder(rel)
     run = ScoreRun(rel, instances, results, names, selection, settings, gen_digest, codes, env.identity())
@@ -176,10 +212,13 @@ def score_release_flow(
         for n, s in systems.items()
     }
     run.extra["generation_failures"] = gen_failed
+    run.extra["unscored_systems"] = unscored
     for files, extra in parts:
         run.files.update(files)
         run.extra.update(extra)
     write_outputs(out, run)
+    if unscored:
+        say_unscored(out / "leaderboard.md", unscored)
     get_run_logger().info("scores written to %s", out)
     return str(out)
 

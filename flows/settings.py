@@ -63,12 +63,28 @@ def route_prefect_console(log_file: Path | None = None) -> None:
                 record.exc_text = None
             return True
 
+    from tasks.llm.secrets import scrub
+
+    class _NoSecrets(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            # No key frame knows reaches a console, a log file or the Prefect server's log table.
+            record.msg, record.args = scrub(record.getMessage()), ()
+            if record.exc_info and record.exc_text is None:
+                record.exc_text = logging.Formatter().formatException(record.exc_info)
+            if record.exc_text:  # formatters print exc_text when it is set
+                record.exc_text = scrub(record.exc_text)
+            return True
+
     root = logging.getLogger()
     if log_file is not None:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         fh = logging.FileHandler(log_file, encoding="utf-8")
         fh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
         root.handlers.insert(0, fh)
+    named = [lg for lg in logging.root.manager.loggerDict.values() if isinstance(lg, logging.Logger)]
+    for handler in {h for lg in [root, *named] for h in lg.handlers}:
+        if not any(isinstance(f, _NoSecrets) for f in handler.filters):
+            handler.addFilter(_NoSecrets())
     for handler in root.handlers:
         if type(handler).__name__ == "PrefectConsoleHandler":
             handler.setStream(sys.stdout)

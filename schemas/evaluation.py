@@ -181,6 +181,8 @@ class CommandSystem(_Strict):
     timeout_s: float = Field(default=600.0, gt=0)
     output: str = Field(default="stdout", description='"stdout", or a file the program writes in its folder')
     env: dict[str, str] = Field(default_factory=dict, description="extra environment variables")
+    # the most a report may hold (stdout or `output`): past it the program is stopped and the instance fails
+    max_chars: int = Field(default=2_000_000, ge=1)
 
     @field_validator("command", mode="before")
     @classmethod
@@ -493,6 +495,7 @@ def system_identity(name: str, system: BaseModel) -> dict[str, Any]:
             "program_sha256": shas,
             "timeout_s": system.timeout_s,
             "output": system.output,
+            "max_chars": system.max_chars,
             "env": sorted(system.env),
         }
     if isinstance(system, SubmissionSystem):

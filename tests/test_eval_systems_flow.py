@@ -166,11 +166,15 @@ def test_failing_command_and_bad_submission(tmp_path):
     )
     args = [FRAME, "score", "--release", str(rel), "--config", str(config), "--metrics", "structure"]
     res = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
-    assert res.returncode == 0, res.stderr[-3000:]
+    # two requested systems produced nothing: scored what there is, said so, exit 1 (docs/security.md)
+    assert res.returncode == 1, res.stderr[-3000:]
     warnings = [ln for ln in res.stderr.splitlines() if ln.startswith("frame: warning:")]
     assert len(warnings) == 2
     assert "boom" in warnings[0] and "exited with code 3" in warnings[0]
     assert "quiet" in warnings[1] and "printed nothing" in warnings[1]
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("frame: error: score: 2 systems produced no report: boom (")
+    assert "exited with code 3" in last and "quiet (" in last and "printed nothing" in last
     scores = pd.read_parquet(tmp_path / "data" / "scores" / "tiny" / "1.0.0" / "scores.parquet")
     assert set(scores.system) == {"copy-sample"}
 

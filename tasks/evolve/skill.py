@@ -5,7 +5,10 @@ an `openai` system gets K in the system part of its prompt (a derived template f
 digest - and so the system's identity and generation cache key - changes with K); a `command` system
 finds K as `skill.md` in its instance folder; the builtin `extractive`
 honours the rules whose tag it can check (tasks.generate.baselines.HONOURED); other builtins ignore K.
-An empty skill leaves a system exactly as it was (same identity, same cached reports)."""
+An empty skill leaves a system exactly as it was (same identity, same cached reports).
+
+A skill goes into every generation request, so its length is bounded: `over_budget` says (one line) when a
+skill has more words than the run's `[evolve] budget_words`, naming the file it was read from."""
 
 from __future__ import annotations
 
@@ -26,7 +29,16 @@ from tasks.generate.systems import (
 )
 from tasks.markdown.document import heading_of
 
-__all__ = ["SKILL_FILE", "TEMPLATES", "parse_skill", "with_skill"]
+__all__ = [
+    "SKILL_FILE",
+    "TEMPLATES",
+    "max_skill_file_bytes",
+    "over_budget",
+    "parse_skill",
+    "read_skill",
+    "skill_source",
+    "with_skill",
+]
 
 SKILL_FILE = "skill.md"
 _SYSTEM_MARK = "---user---"
@@ -124,9 +136,46 @@ _RULE_LINE = re.compile(
 )
 
 
-def parse_skill(text: str, where: str = "skill") -> Skill:
+# sha256 of each skill read by parse_skill -> (where it was read from, its size in bytes): an error about
+# the skill (over_budget) names the file, which the Skill itself does not hold.
+_READ_FROM: dict[str, tuple[str, int]] = {}
+# The longest rule line Rule's field limits allow ("- When " + 300 + ": " + 400 + " Check: " + 300 + "." + a
+# tag comment of 40): a longer line is refused before the pattern, which is quadratic on a long line.
+MAX_RULE_LINE = 1100
+# A skill file larger than this is refused from its size, unread (read_skill): every rule of a full budget
+# at its longest in UTF-8 (a rule holds 3 words at least) and 1 MiB of headings, notes and blank lines.
+SKILL_FILE_SLACK = 1 << 20
+
+
+def max_skill_file_bytes(budget_words: int) -> int:
+    return 4 * MAX_RULE_LINE * (budget_words // 3 + 1) + SKILL_FILE_SLACK
+
+
+def _too_long(size: int, words: int | None, budget_words: int) -> str:
+    what = f"{size:,} bytes, {words:,} words" if words is not None else f"{size:,} bytes"
+    return (
+        f"skill of {what}: over the skill budget of {budget_words:,} words "
+        "([evolve] budget_words; shorten the skill or raise the budget)"
+    )
+
+
+def read_skill(path: Path, budget_words: int | None = None) -> Skill:
+    """`parse_skill` of the UTF-8 file at `path`. With `budget_words`, a file larger than any skill of
+    that budget can be (`max_skill_file_bytes`) is refused from its size before it is read. OSError /
+    UnicodeDecodeError when it cannot be read; ValueError (one line naming the file) when it is no skill."""
+    path = Path(path)
+    if budget_words is not None:
+        size = path.stat().st_size
+        if size > max_skill_file_bytes(budget_words):
+            raise ValueError(f"{path}: {_too_long(size, None, budget_words)}")
+    return parse_skill(path.read_text(encoding="utf-8"), str(path), budget_words)
+
+
+def parse_skill(text: str, where: str = "skill", budget_words: int | None = None) -> Skill:
     """The skill of a Markdown file in `Skill.render`'s format; a line it cannot read -> ValueError
-    naming `where` and the line number."""
+    naming `where` and the line number. With `budget_words`, a skill whose rules hold more words ->
+    ValueError naming `where`, its size and the budget."""
+    size = len(text.encode("utf-8"))
     rules, stage = [], None
     for n, line in enumerate(text.splitlines(), 1):
         line = line.strip()
@@ -136,13 +185,36 @@ def parse_skill(text: str, where: str = "skill") -> Skill:
             if stage not in STAGES:
                 raise ValueError(f"{where}:{n}: unknown stage {head.title.strip()!r} (plan, write, review)")
         elif line.startswith("- "):
+            if len(line) > MAX_RULE_LINE:
+                raise ValueError(
+                    f"{where}:{n}: a rule line of {len(line):,} characters (at most {MAX_RULE_LINE:,})"
+                )
             m = _RULE_LINE.match(line)
             if m is None or stage is None:
                 shape = "'- When ...: ... Check: ....' under a ## Plan / Write / Review heading"
                 raise ValueError(f"{where}:{n}: not a rule line ({shape})")
             check = m["check"].rstrip(".")
             rules.append(Rule(stage=stage, when=m["when"], do=m["do"], check=check, tag=m["tag"] or ""))
-    return Skill(rules=rules)
+    skill = Skill(rules=rules)
+    _READ_FROM[skill.sha256] = (where, size)
+    if budget_words is not None and skill.words > budget_words:
+        raise ValueError(f"{where}: {_too_long(size, skill.words, budget_words)}")
+    return skill
+
+
+def skill_source(skill: Skill) -> str | None:
+    """The file (parse_skill's `where`) `skill` was read from in this process, if it was read from one."""
+    found = _READ_FROM.get(skill.sha256)
+    return found[0] if found else None
+
+
+def over_budget(skill: Skill, budget_words: int, where: str = "skill") -> tuple[str, str] | None:
+    """(the skill's file, else `where`; the problem: its size vs the budget) when `skill` has more words
+    than `budget_words`; None when it fits."""
+    if skill.words <= budget_words:
+        return None
+    name, size = _READ_FROM.get(skill.sha256, (where, len(skill.render().encode("utf-8"))))
+    return name, _too_long(size, skill.words, budget_words)
 
 
 def _sha(text: str) -> str:

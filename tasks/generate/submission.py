@@ -4,22 +4,102 @@ Three layouts: a JSONL file (one object per line: instance_id, markdown), a parq
 columns, or a folder of Markdown files named as `frame generate` names its reports
 (`report_file_name(instance_id)` + ".md"). `load_submission` returns the reports it could use and one
 problem line per defect, each naming the file and the instance (or the line/row): unknown instance id,
-missing instance, duplicate, empty or oversized report, not UTF-8, unreadable line or row.
+missing instance, duplicate, empty or oversized report, not UTF-8, unreadable line or row, a report file
+that leads outside the folder (a symbolic link) or is not a regular file (a FIFO, device or socket is
+never opened, so never blocks). `open_regular` / `read_regular` are how frame reads a file a user or a
+program hands it (tasks.generate.command reads a command's `output` file with them).
 """
 
 from __future__ import annotations
 
+import codecs
 import json
+import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from tasks.release.evalkit import report_file_name
 
-__all__ = ["SUFFIXES", "load_submission", "report_file_name"]
+__all__ = [
+    "SUFFIXES",
+    "NotRegularFile",
+    "file_kind",
+    "load_submission",
+    "open_regular",
+    "read_regular",
+    "report_file_name",
+    "within",
+]
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 SUFFIXES = (*JSONL_SUFFIXES, ".parquet")
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISLNK, "a symbolic link"),
+)
+
+
+class NotRegularFile(Exception):
+    """A path that must be a regular file is something else: the message says what, so that it reads
+    after "FILE is" ("not a regular file (a FIFO)")."""
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, for a message: "a FIFO", "a character device", ..."""
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def within(path: str | Path, root: str | Path) -> bool:
+    """Whether `path` is `root` or below it (both already resolved)."""
+    return os.path.commonpath([os.fspath(path), os.fspath(root)]) == os.fspath(root)
+
+
+def open_regular(path: str | Path, root: str | Path | None = None) -> int:
+    """A read-only descriptor of the regular file `path` (its last component is not followed: resolve it
+    first). Anything else raises NotRegularFile before it is opened, so a FIFO or device never blocks;
+    after the open the descriptor is checked again (same file, still regular, still inside `root` when
+    given), so a file swapped in between is refused too. OSError when it cannot be opened."""
+    before = os.lstat(path)
+    if not stat.S_ISREG(before.st_mode):
+        raise NotRegularFile(f"not a regular file ({file_kind(before.st_mode)})")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        after = os.fstat(fd)
+        if not stat.S_ISREG(after.st_mode) or (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
+            raise NotRegularFile("not the file that was checked (replaced while being opened)")
+        if root is not None:
+            try:
+                opened = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:  # no /proc: the lstat/fstat pair above is the check
+                opened = None
+            if opened is not None and not within(opened, root):
+                raise NotRegularFile("not inside its folder (reached through a link)")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: str | Path, limit: int | None = None, root: str | Path | None = None) -> bytes:
+    """The bytes of the regular file `path` (open_regular), at most `limit` of them."""
+    fd = open_regular(path, root)
+    try:
+        chunks, left = [], limit
+        while left is None or left > 0:
+            chunk = os.read(fd, 1 << 20 if left is None else min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left = None if left is None else left - len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 class _Collector:
@@ -66,9 +146,25 @@ class _Collector:
             self.reports[iid] = markdown
 
 
-def _jsonl(path: Path, out: _Collector) -> None:
+def _open_file(path: Path, out: _Collector) -> int | None:
+    """A descriptor of the submission file (a regular file, never a FIFO or device), or None and a problem."""
     try:
-        raw = path.read_bytes()
+        return open_regular(path)
+    except NotRegularFile as exc:
+        out.problem(f"{exc}: refused")
+    except OSError as exc:
+        out.problem(f"unreadable ({exc.strerror or exc})")
+    out.unreadable = True
+    return None
+
+
+def _jsonl(path: Path, out: _Collector) -> None:
+    fd = _open_file(path, out)
+    if fd is None:
+        return
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            raw = fh.read()
     except OSError as exc:
         out.problem(f"unreadable ({exc.strerror or exc})")
         out.unreadable = True
@@ -125,15 +221,19 @@ def _parquet(path: Path, out: _Collector) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    fd = _open_file(path, out)
+    if fd is None:
+        return
     try:
-        schema = pq.read_schema(path)
-        missing = [c for c in ("instance_id", "markdown") if c not in schema.names]
-        if missing:
-            out.problem(f"missing column {missing[0]!r} (a submission has instance_id and markdown)")
-            out.unreadable = True
-            return
+        with os.fdopen(fd, "rb") as fh:
+            parquet = pq.ParquetFile(fh)
+            missing = [c for c in ("instance_id", "markdown") if c not in parquet.schema_arrow.names]
+            if missing:
+                out.problem(f"missing column {missing[0]!r} (a submission has instance_id and markdown)")
+                out.unreadable = True
+                return
+            table = parquet.read(columns=["instance_id", "markdown"])
         # markdown as raw bytes: a column of invalid UTF-8 is reported per row, not as one failure
-        table = pq.read_table(path, columns=["instance_id", "markdown"])
         kind = table.schema.field("markdown").type
         if pa.types.is_string(kind) or pa.types.is_large_string(kind):
             as_bytes = pa.binary() if pa.types.is_string(kind) else pa.large_binary()
@@ -149,11 +249,31 @@ def _parquet(path: Path, out: _Collector) -> None:
         _row(row, f"row {n}", out)
 
 
+def _target(f: Path, root: str) -> tuple[str | None, str | None]:
+    """Where the folder entry `f` really is: (path to read, None); (None, why it is refused) for a
+    symbolic link that leads outside the folder `root` (resolved); (None, None) for a folder (skipped)."""
+    try:
+        if stat.S_ISDIR(os.lstat(f).st_mode):
+            return None, None
+        real = os.path.realpath(f)
+        if not within(real, root):
+            return None, f"a symbolic link to {real}, outside the submission folder: refused"
+        if stat.S_ISDIR(os.stat(real).st_mode):
+            return None, None
+    except OSError:
+        return str(f), None  # gone or unreadable: reading it names the problem
+    return real, None
+
+
 def _folder(path: Path, instance_ids: list[str] | None, out: _Collector) -> None:
-    files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix == ".md")
+    root = os.path.realpath(path)
+    targets = {p: _target(p, root) for p in sorted(path.iterdir()) if p.suffix == ".md"}
+    files = [p for p, (real, refused) in targets.items() if real is not None or refused is not None]
     names: dict[str, list[str]] = {}
     for iid in instance_ids or []:
         names.setdefault(report_file_name(iid), []).append(iid)
+    # at most this many bytes are read of a report: more is over max_chars whatever the encoding
+    limit = 4 * out.max_chars + len(codecs.BOM_UTF8)
     for f in files:
         owners = names.get(f.stem, [] if instance_ids is not None else [f.stem])
         if len(owners) > 1:
@@ -162,8 +282,19 @@ def _folder(path: Path, instance_ids: list[str] | None, out: _Collector) -> None
         if not owners:
             out.problem("unknown instance id (the file name matches no instance of the release)", f)
             continue
+        real, refused = targets[f]
+        if real is None:
+            out.bad(owners[0], str(refused), f.name, f)
+            continue
         try:
-            text = f.read_bytes().decode("utf-8-sig")
+            raw = read_regular(real, limit + 1, root)
+            if len(raw) > limit:
+                size = f"report of more than {out.max_chars} characters (max_chars {out.max_chars})"
+                out.bad(owners[0], size, f.name, f)
+                continue
+            text = raw.decode("utf-8-sig")
+        except NotRegularFile as exc:
+            out.bad(owners[0], f"{exc}: refused", f.name, f)
         except UnicodeDecodeError as exc:
             out.bad(owners[0], f"not UTF-8 (byte {exc.start})", f.name, f)
         except OSError as exc:
@@ -186,14 +317,20 @@ def load_submission(
     path = Path(path)
     ids = None if instance_ids is None else list(instance_ids)
     out = _Collector(path, None if ids is None else set(ids), max_chars)
-    if path.is_dir():
-        _folder(path, ids, out)
-    elif not path.exists():
+    try:
+        mode = os.stat(path).st_mode  # a link to the user's own file or folder is followed
+    except FileNotFoundError:
         return {}, [f"{path}: not found"]
+    except OSError as exc:
+        return {}, [f"{path}: unreadable ({exc.strerror or exc})"]
+    if stat.S_ISDIR(mode):
+        _folder(path, ids, out)
+    elif not stat.S_ISREG(mode):  # a FIFO or device would block or never end: never opened
+        return {}, [f"{path}: not a regular file or folder ({file_kind(mode)}): refused"]
     elif path.suffix.lower() in JSONL_SUFFIXES:
-        _jsonl(path, out)
+        _jsonl(Path(os.path.realpath(path)), out)
     elif path.suffix.lower() == ".parquet":
-        _parquet(path, out)
+        _parquet(Path(os.path.realpath(path)), out)
     else:
         return {}, [f"{path}: not a submission (a .jsonl or .parquet file, or a folder of .md files)"]
     if ids is not None and not allow_missing and not out.unreadable:

@@ -227,6 +227,7 @@ class CommandReportSystem(_Base):
             env=c.env,
             workdir_root=self.workdir_root,
             files=self.files,
+            max_chars=c.max_chars,
         )
 
 

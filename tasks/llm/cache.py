@@ -1,10 +1,11 @@
 """On-disk cache of LLM responses, keyed by a hash of the request.
 
 Layout: ``<cache_dir>/llm/<first two hex digits>/<sha256>.json``. The hash covers everything that
-decides the answer (role, model, messages, sampling parameters, response format) and nothing
-else; in particular never the API key, headers or the endpoint URL (the same model behind
-another URL gives the same answer). Each entry stores the raw completion text (or an embedding
-vector), token usage, the model name the server reported and when it was written.
+decides the answer (endpoint URL, role, model, messages, sampling parameters, response format) and
+nothing else; in particular never the API key or headers. The endpoint is part of it: two servers
+naming the same model ("llama3" quantised locally and hosted) are two systems. Each entry stores the
+raw completion text (or an embedding vector), token usage, the model name the server reported and
+when it was written.
 
 Entries are written atomically (temporary file in the same folder, then ``os.replace``), so a
 crash or a concurrent writer never leaves a half-written entry. An entry that cannot be read
@@ -41,9 +42,11 @@ def request_hash(role: str, model: str, messages: list[dict[str, Any]], params: 
     return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
 
 
-def embedding_hash(model: str, text: str) -> str:
+def embedding_hash(model: str, text: str, endpoint: str = "") -> str:
     """sha256 of one text's embedding request (per text, so batches can be cached piecewise)."""
     payload = {"kind": "embedding", "model": model, "text": text}
+    if endpoint:
+        payload["endpoint"] = endpoint
     return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
 
 

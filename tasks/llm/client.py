@@ -47,6 +47,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_rand
 
 from schemas.config import LLMSettings
 from tasks.errors import FrameInputError
+from tasks.llm import secrets
 from tasks.llm.backend import StepContext
 from tasks.llm.cache import CacheEntry, ResponseCache, embedding_hash, request_hash
 
@@ -410,6 +411,11 @@ def _caps_of(s: LLMSettings) -> _Caps:
         return _CAPS.setdefault(key, _Caps.guess(s))
 
 
+def endpoint_of(s: LLMSettings) -> str:
+    """The endpoint a request goes to, as part of its cache key (no trailing slash)."""
+    return (s.base_url or "(default endpoint)").rstrip("/")
+
+
 class LLMClient:
     """See the module docstring. One instance may be shared by many threads."""
 
@@ -423,6 +429,8 @@ class LLMClient:
     ) -> None:
         import openai
 
+        from tasks.llm import deadline
+
         self.settings = settings
         # extra sampling parameters of a system under test (top_p, seed): sent and hashed only when set,
         # so requests without them keep their cache keys
@@ -433,11 +441,13 @@ class LLMClient:
                 "llm.api_key_env", f"environment variable {settings.api_key_env} is not set"
             )
         self._secret = secret
+        secrets.register(secret)
         self._openai = openai.OpenAI(
             base_url=settings.base_url,
             api_key=secret,
             timeout=settings.timeout_s,
             max_retries=0,  # retries are ours (tenacity), so they are counted and logged
+            http_client=deadline.http_client(),  # timeout_s bounds the whole request, not each read
         )
         self.cache = cache or ResponseCache(cache_dir)
         self.stats = LLMStats()
@@ -452,11 +462,9 @@ class LLMClient:
     # -- helpers
 
     def scrub(self, text: str) -> str:
-        """Remove the API key from any text that may end up in a log, error or file."""
-        text = str(text)
-        if self._secret and self._secret in text:
-            text = text.replace(self._secret, "[redacted]")
-        return text
+        """Remove every key this process knows (whole values) from any text that may end up in a reply,
+        log, error or file (tasks.llm.secrets)."""
+        return secrets.scrub(text)
 
     @staticmethod
     def where(role: str, ctx: StepContext | None) -> str:
@@ -541,6 +549,7 @@ class LLMClient:
         endpoint's adaptations change how a request is sent, not what it asks)."""
         s = self.settings
         out = {
+            "endpoint": endpoint_of(s),  # a local quantised "llama3" never answers for a hosted "llama3"
             "temperature": s.temperature,
             "max_tokens": s.output_budget(role),
             "response_format": JSON_MODE,
@@ -567,6 +576,8 @@ class LLMClient:
         reasoning_effort left out); any other 400 is retried once without response_format."""
         import openai
 
+        from tasks.llm import deadline
+
         plain = False  # this request goes without response_format
         with self._sem:
             while True:
@@ -574,9 +585,10 @@ class LLMClient:
                 json_mode = self._json_mode and not plain
                 self.stats.add(calls=1)
                 try:
-                    completion = self._openai.chat.completions.create(
-                        **kwargs, **({"response_format": JSON_MODE} if json_mode else {})
-                    )
+                    with deadline.deadline(self.settings.timeout_s):
+                        completion = self._openai.chat.completions.create(
+                            **kwargs, **({"response_format": JSON_MODE} if json_mode else {})
+                        )
                 except openai.BadRequestError as exc:
                     change = self._caps.adapt(self.describe(exc), kwargs)
                     if change:
@@ -683,7 +695,8 @@ class LLMClient:
             self.stats.add(prompt=p, completion=c)
             model = getattr(completion, "model", None) or model
             try:
-                text = self._reply_text(completion)
+                # an endpoint that echoes a key back never gets it into a reply, a cache entry or a report
+                text = self.scrub(self._reply_text(completion))
                 value = parse_reply(text, schema, check)
             except InvalidOutput as problem:
                 if problem.truncated:
@@ -713,7 +726,7 @@ class LLMClient:
                     _one_line(reason),
                 )
                 if problem.text:
-                    convo = [*convo, {"role": "assistant", "content": _echo(problem.text)}]
+                    convo = [*convo, {"role": "assistant", "content": _echo(self.scrub(problem.text))}]
                 convo = [*convo, {"role": "user", "content": corrective_message(problem)}]
                 continue
             self.cache.put(
@@ -747,9 +760,11 @@ class LLMClient:
     def embed(
         self, texts: Sequence[str], model: str, *, ctx: StepContext | None = None, role: str = "embed"
     ) -> list[list[float]]:
-        """Embedding vectors for `texts` (order kept), cached per (model, text)."""
+        """Embedding vectors for `texts` (order kept), cached per (endpoint, model, text)."""
+        from tasks.llm import deadline
+
         texts = list(texts)
-        keys = [embedding_hash(model, t) for t in texts]
+        keys = [embedding_hash(model, t, endpoint_of(self.settings)) for t in texts]
         found: dict[str, list[float]] = {}
         missing: dict[str, str] = {}  # key -> text, first occurrence wins (duplicates asked once)
         hits = 0
@@ -769,7 +784,7 @@ class LLMClient:
             inputs = [t for _, t in batch]
 
             def call(inputs=inputs) -> Any:
-                with self._sem:
+                with self._sem, deadline.deadline(self.settings.timeout_s):
                     self.stats.add(calls=1)
                     return self._openai.embeddings.create(input=inputs, model=model, encoding_format="float")
 

@@ -104,7 +104,11 @@ def write_outputs(out: Path, run: ScoreRun) -> None:
     rows, evidence = score_rows(run.results)
     atomic_write_bytes(out / "scores.parquet", parquet_bytes(rows, SCORES_SCHEMA))
     atomic_write_bytes(out / "evidence.parquet", parquet_bytes(evidence, EVIDENCE_SCHEMA))
-    scores = pd.DataFrame(rows)
+    # no row at all when every requested system's generations failed (tasks.score.unscored): the tables
+    # keep their columns, the leaderboard says "No scores", and there is nothing to plot
+    scores = (
+        pd.DataFrame(rows) if rows else pd.DataFrame({f.name: pd.Series(dtype=object) for f in SCORES_SCHEMA})
+    )
     release = release_id(run.release)
     # the board orders systems by their primary score, not by the order they were asked for
     boards = leaderboard_files(
@@ -119,10 +123,12 @@ def write_outputs(out: Path, run: ScoreRun) -> None:
         atomic_write_text(out / name, text)
     for name, data in run.files.items():
         atomic_write_bytes(out / name, data)
-    features = instance_features(run.release, run.instances)
-    plots = _plots(
-        scores, features, out / "plots", seed=run.settings.seed, n_resamples=run.settings.bootstrap
-    )
+    plots: list[Path] = []
+    if rows:
+        features = instance_features(run.release, run.instances)
+        plots = _plots(
+            scores, features, out / "plots", seed=run.settings.seed, n_resamples=run.settings.bootstrap
+        )
     manifest = {
         "release": release,
         "scored_at": _now(),  # when this run wrote its outputs (UTC): the report's "Scores computed"
