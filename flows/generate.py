@@ -24,7 +24,7 @@ from tasks.generate.runs import (
     write_generations,
 )
 from tasks.generate.systems import Generation, ReportSystem, make_system, select_systems
-from tasks.llm import secrets
+from tasks.llm import redact
 
 __all__ = [
     "check_submissions",
@@ -98,9 +98,9 @@ def generate_task(
     got = _system.generate(_instance, list(_grounding or []))
     # whatever the system wrote (a program's stdout, an endpoint's reply) never carries a key frame knows
     if got.error is not None:
-        raise RuntimeError(secrets.scrub(got.error))
-    markdown = secrets.scrub(got.markdown) if got.markdown is not None else None
-    return {"markdown": markdown, "metadata": secrets.scrub_data(got.metadata)}
+        raise RuntimeError(redact.scrub(got.error))
+    markdown = redact.scrub(got.markdown) if got.markdown is not None else None
+    return {"markdown": markdown, "metadata": redact.scrub_data(got.metadata)}
 
 
 # Runs read "generate · <system> · <instance>". Set here, not in the decorator: the decorator is part

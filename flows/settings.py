@@ -63,7 +63,7 @@ def route_prefect_console(log_file: Path | None = None) -> None:
                 record.exc_text = None
             return True
 
-    from tasks.llm.secrets import scrub
+    from tasks.llm.redact import scrub
 
     class _NoSecrets(logging.Filter):
         def filter(self, record: logging.LogRecord) -> bool:

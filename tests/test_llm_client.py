@@ -22,8 +22,8 @@ from tasks.llm.client import (
     LLMRequestError,
     LLMTransientError,
     LLMTruncatedError,
-    strip_fences,
 )
+from tasks.llm.replies import strip_fences
 from tests.llm_server import (
     LLMTestServer,
     Recorded,

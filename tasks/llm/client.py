@@ -42,14 +42,15 @@ from typing import Any, Generic, TypeVar
 
 # `openai` (~0.5 s of imports) is imported in the functions that use it: commands on the offline
 # backend never load it.
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from schemas.config import LLMSettings
 from tasks.errors import FrameInputError
-from tasks.llm import secrets
+from tasks.llm import redact
 from tasks.llm.backend import StepContext
 from tasks.llm.cache import CacheEntry, ResponseCache, embedding_hash, request_hash
+from tasks.llm.replies import InvalidOutput, corrective_message, echo_reply, one_line, parse_reply
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +58,6 @@ T = TypeVar("T", bound=BaseModel)
 
 JSON_MODE = {"type": "json_object"}
 EMBED_BATCH = 128
-ECHO_CHARS = 8000  # longest invalid reply echoed back verbatim in a corrective turn
-_REASON_CHARS = 240
 
 
 # ---------------------------------------------------------------------------------------- errors
@@ -87,16 +86,6 @@ class LLMTransientError(LLMError):
 
 class LLMRequestError(LLMError):
     """The endpoint refused the request for a non-retryable reason (400, 401, 403, 404, ...)."""
-
-
-class InvalidOutput(Exception):
-    """A reply that cannot be used; `text` is the raw reply (None when there was none)."""
-
-    def __init__(self, reason: str, text: str | None = None, truncated: bool = False) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.text = text
-        self.truncated = truncated
 
 
 # ---------------------------------------------------------------------------------------- results
@@ -175,126 +164,6 @@ def _semaphore(endpoint: str, limit: int) -> threading.BoundedSemaphore:
         if key not in _SEMAPHORES:
             _SEMAPHORES[key] = threading.BoundedSemaphore(limit)
         return _SEMAPHORES[key]
-
-
-# -------------------------------------------------------------------------------- parsing helpers
-
-_FENCED = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\r?\n(.*?)```", re.S)
-# What reasoning models write before their answer, in the reply text itself (DeepSeek-R1, Qwen3 and others
-# served without a reasoning parser): never the answer, and often a JSON draft of it.
-_REASONING = re.compile(r"<(think|thinking|reasoning)>.*?</\1\s*>", re.S | re.I)
-_REASONING_OPEN = re.compile(r"\s*<(?:think|thinking|reasoning)>", re.I)
-_REASONING_CLOSE = re.compile(r"</(?:think|thinking|reasoning)\s*>", re.I)
-
-
-def drop_reasoning(text: str) -> str:
-    """The reply without its reasoning blocks (`<think>...</think>` and the like); "" when the reply is
-    a reasoning block that never closed (the answer was never written). A closing tag whose opening tag
-    the server already removed ends the reasoning too."""
-    t = _REASONING.sub("", text)
-    if _REASONING_OPEN.match(t):
-        return ""
-    closes = list(_REASONING_CLOSE.finditer(t))
-    return t[closes[-1].end() :] if closes else t
-
-
-def strip_fences(text: str) -> str:
-    """The JSON inside a reply: drops ```json fences and any chatter around one object."""
-    t = text.strip()
-    m = _FENCED.search(t)
-    if m:
-        t = m.group(1).strip()
-    elif t.startswith("```"):  # an opening fence whose closing fence was never written
-        t = t.split("\n", 1)[1].strip() if "\n" in t else ""
-    if t and t[0] not in "{[":
-        start, end = t.find("{"), t.rfind("}")
-        if start != -1 and end > start:
-            t = t[start : end + 1]
-    return t
-
-
-def summarise_validation(exc: ValidationError, limit: int = 3) -> str:
-    """The first `limit` errors as 'field.path: message'."""
-    errors = exc.errors(include_url=False)
-    parts = []
-    for err in errors[:limit]:
-        where = ".".join(str(p) for p in err.get("loc", ())) or "(top level)"
-        parts.append(f"{where}: {err.get('msg', 'invalid')}")
-    more = f" (+{len(errors) - limit} more)" if len(errors) > limit else ""
-    return "; ".join(parts) + more
-
-
-def _one_line(text: str, limit: int = _REASON_CHARS) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-# strict=False: raw newlines and tabs inside strings, as models write them without JSON mode
-_LENIENT = json.JSONDecoder(strict=False)
-
-
-def _decode(body: str) -> Any:
-    """The JSON value of `body`; else the first object in it, text after its closing brace ignored."""
-    try:
-        return _LENIENT.decode(body)
-    except json.JSONDecodeError as first:
-        start = body.find("{")
-        if start == -1:
-            raise
-        try:
-            return _LENIENT.raw_decode(body, start)[0]
-        except json.JSONDecodeError:
-            raise first from None
-
-
-def parse_reply(text: str, schema: type[T], check: Callable[[T], Any] | None = None) -> T:
-    """Parse and validate one reply; raises InvalidOutput with a short reason. Reasoning blocks are set
-    aside first and never parsed; code fences, raw newlines in strings and text around the object are
-    tolerated."""
-    answer = drop_reasoning(text)
-    if not answer.strip() and text.strip():
-        raise InvalidOutput("the reply holds only reasoning, no answer after it", text)
-    body = strip_fences(answer)
-    if not body:
-        raise InvalidOutput("the reply was empty", text)
-    try:
-        data = _decode(body)
-    except json.JSONDecodeError as exc:
-        raise InvalidOutput(
-            f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})", text
-        ) from None
-    if not isinstance(data, dict):
-        raise InvalidOutput(f"expected one JSON object, got a JSON {type(data).__name__}", text)
-    try:
-        value = schema.model_validate(data)
-    except ValidationError as exc:
-        raise InvalidOutput(f"does not match the required shape: {summarise_validation(exc)}", text) from None
-    if check is not None:
-        try:
-            check(value)
-        except ValidationError as exc:
-            raise InvalidOutput(summarise_validation(exc), text) from None
-        except ValueError as exc:
-            raise InvalidOutput(_one_line(str(exc) or type(exc).__name__), text) from None
-    return value
-
-
-def _echo(text: str) -> str:
-    """The invalid reply as sent back to the model (very long replies shortened, and marked so)."""
-    if len(text) <= ECHO_CHARS:
-        return text
-    return (
-        text[: ECHO_CHARS // 2]
-        + f"\n[... {len(text) - ECHO_CHARS} characters omitted ...]\n"
-        + text[-ECHO_CHARS // 2 :]
-    )
-
-
-def corrective_message(problem: InvalidOutput) -> str:
-    return (
-        f"Your previous reply could not be used: {problem.reason}. Answer again with exactly one JSON "
-        "object that has the required shape, and nothing before or after it."
-    )
 
 
 # ----------------------------------------------------------------------------- transient handling
@@ -441,7 +310,7 @@ class LLMClient:
                 "llm.api_key_env", f"environment variable {settings.api_key_env} is not set"
             )
         self._secret = secret
-        secrets.register(secret)
+        redact.register(secret)
         self._openai = openai.OpenAI(
             base_url=settings.base_url,
             api_key=secret,
@@ -463,8 +332,8 @@ class LLMClient:
 
     def scrub(self, text: str) -> str:
         """Remove every key this process knows (whole values) from any text that may end up in a reply,
-        log, error or file (tasks.llm.secrets)."""
-        return secrets.scrub(text)
+        log, error or file (tasks.llm.redact)."""
+        return redact.scrub(text)
 
     @staticmethod
     def where(role: str, ctx: StepContext | None) -> str:
@@ -491,7 +360,7 @@ class LLMClient:
             text = f"HTTP {exc.status_code}" + (f" ({detail})" if detail else "")
         else:
             text = f"{type(exc).__name__}: {exc}"
-        return _one_line(self.scrub(text))
+        return one_line(self.scrub(text))
 
     def _with_retries(self, fn: Callable[[], Any], role: str, ctx: StepContext | None) -> Any:
         """Run one HTTP call, retrying transient failures; map errors to one-line LLM errors."""
@@ -534,7 +403,7 @@ class LLMClient:
         except json.JSONDecodeError as exc:
             raise LLMTransientError(
                 f"{self.where(role, ctx)}: endpoint still answering with a body that is not JSON after "
-                f"{tries} tries ({_one_line(str(exc))})"
+                f"{tries} tries ({one_line(str(exc))})"
             ) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -723,10 +592,10 @@ class LLMClient:
                     self.where(role, ctx),
                     attempt,
                     max_attempts,
-                    _one_line(reason),
+                    one_line(reason),
                 )
                 if problem.text:
-                    convo = [*convo, {"role": "assistant", "content": _echo(self.scrub(problem.text))}]
+                    convo = [*convo, {"role": "assistant", "content": echo_reply(self.scrub(problem.text))}]
                 convo = [*convo, {"role": "user", "content": corrective_message(problem)}]
                 continue
             self.cache.put(
@@ -752,7 +621,7 @@ class LLMClient:
                 attempts=replies,
             )
         raise LLMOutputError(
-            f"{self.where(role, ctx)}: invalid output after {max_attempts} attempts: {_one_line(reason)}"
+            f"{self.where(role, ctx)}: invalid output after {max_attempts} attempts: {one_line(reason)}"
         )
 
     # -- embeddings

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from schemas.config import LLMSettings
 from tasks.errors import FrameInputError
-from tasks.llm import secrets
+from tasks.llm import redact
 
 __all__ = ["PREFLIGHT_TIMEOUT_S", "preflight"]
 
@@ -44,7 +44,7 @@ def preflight(roles: Mapping[str, LLMSettings], *, reach: bool = True) -> None:
     """Check every role (name -> its settings; offline ones are skipped): the key's variable is set, and
     (`reach`) the endpoint answers. Every key found is registered as a secret first."""
     online = {name: s for name, s in roles.items() if s.backend == "openai"}
-    secrets.register_env(s.api_key_env for s in online.values())
+    redact.register_env(s.api_key_env for s in online.values())
     for name, s in online.items():
         if not os.environ.get(s.api_key_env, "").strip():
             raise FrameInputError(f"{name}.api_key_env", f"environment variable {s.api_key_env} is not set")
