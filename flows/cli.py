@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from flows.meta import meta_app
+from flows.places import not_in_release
 from flows.terminal import FrameTyper, print_table, progress_bar
 from tasks import ast_guard
 from tasks.errors import FrameInputError
@@ -67,26 +68,6 @@ def _output_folder(out: Path) -> Path:
     return out
 
 
-def _release_around(path: Path) -> Path | None:
-    """The release folder `path` is in or is (a folder holding manifest.json and instances.parquet)."""
-    try:
-        there = path.resolve()
-    except OSError:
-        return None
-    for folder in (there, *there.parents):
-        if (folder / "manifest.json").is_file() and (folder / "instances.parquet").is_file():
-            return folder
-    return None
-
-
-def _not_in_release(out: Path, flag: str = "--out") -> Path:
-    """`--out` of a command: never inside a release, which is immutable (`frame release verify`)."""
-    inside = _release_around(out)
-    if inside is not None:
-        raise FrameInputError(flag, f"{out} is inside the release {inside.name}: releases are immutable")
-    return out
-
-
 NoPreflight = Annotated[
     bool,
     typer.Option(
@@ -117,7 +98,7 @@ def _plan_roles(plan) -> dict:
 def _before_run(plan, out: Path | None, no_preflight: bool) -> None:
     """What `frame score` checks once its plan is known: --out outside any release, every role's key."""
     if out is not None:
-        _not_in_release(out)
+        not_in_release(out)
     _preflight(_plan_roles(plan), no_preflight)
 
 
@@ -776,15 +757,23 @@ def serve_cmd(
     release: Annotated[str, typer.Option("--release", help="release name the schedules refresh")],
 ) -> None:
     """Serve the scheduled refresh deployments (quarterly filings, monthly arXiv) from this process."""
+    import datetime as dt
+
     from schemas.config import load_config
+    from schemas.release import release_id_problems
 
     try:
         cfg = load_config(config)
+        for where, problem in release_id_problems(release, "0.0.0"):
+            raise FrameInputError(where, problem)
     except FrameInputError as exc:
         _fail(exc)
-    from flows.settings import configure_prefect
+    from flows.settings import configure_prefect, route_prefect_console
 
     configure_prefect(cfg.build.data_dir, cfg.run.result_storage)
+    # scheduled runs log like any command: keys scrubbed, records kept in the data folder's logs
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    route_prefect_console(cfg.build.data_dir / "logs" / f"serve-{stamp}.log")
     from flows.deploy import serve
 
     serve(str(config.resolve()), release)
@@ -815,24 +804,31 @@ def release_verify(
             problems += verify_deep(path, _data_folder(path, data))
     except FrameInputError as exc:
         _fail(exc)
-    for p in problems:
-        print(f"frame: error: {p}", file=sys.stderr)
+    from tasks.release.members import line
+
+    for p in problems:  # escaped and cut: a name from the release never rewrites the terminal
+        print(f"frame: error: {line(p)}", file=sys.stderr)
     print(f"{path}: {'ok' if not problems else 'FAILED'}")
     raise typer.Exit(0 if not problems else 1)
 
 
 def _release_folder(path: Path) -> None:
-    """Bad input (exit 2), not a failed check (exit 1): a path that is no folder, or a folder with
-    neither a manifest nor any table of a release."""
+    """Bad input (exit 2), not a failed check (exit 1): a path that is no folder, a folder with neither a
+    manifest nor any table of a release, or one holding anything but regular files and folders (a
+    symbolic link, FIFO, device or socket: tasks.release.members.check_release_folder)."""
+    import os
+
     from schemas.release import REQUIRED_TABLES
+    from tasks.release.members import check_release_folder
 
     if not path.exists():
         raise FrameInputError(path, "no such folder")
     if not path.is_dir():
         raise FrameInputError(path, "not a folder (give data/releases/<name>/<version>)")
     names = ["manifest.json", *(f"{t}.parquet" for t in REQUIRED_TABLES)]
-    if not any((path / n).exists() for n in names):
+    if not any(os.path.lexists(path / n) for n in names):
         raise FrameInputError(path, "not a frame release folder (no manifest.json, no release tables)")
+    check_release_folder(path)
 
 
 @release_app.command("diff")
@@ -845,9 +841,12 @@ def release_diff(
     from tasks.release.diff import diff_releases, format_diff_markdown
 
     try:
+        for folder in (a, b):
+            _release_folder(folder)
         d = diff_releases(a, b)
     except FrameInputError as exc:
         _fail(exc)
+    # JSON escapes every control character; the Markdown quotes release values escaped and cut
     print(json.dumps(d, indent=2, default=str) if as_json else format_diff_markdown(d))
 
 
@@ -922,6 +921,7 @@ def _eval_or_build_config(config: Path | None):
 
     from schemas.config import RunSettings
     from schemas.evaluation import load_eval_config
+    from tasks.llm import redact
 
     if config is not None and config.is_file():
         try:
@@ -930,10 +930,15 @@ def _eval_or_build_config(config: Path | None):
             keys = set()  # load_config below names the problem
         if keys & {"systems", "judge", "embedder", "score", "evolve"}:
             ev = load_eval_config(config)
+            # every key the config names is a secret from now on, used by this command or not: never
+            # passed to a program by a pass_env glob, scrubbed from whatever frame writes
+            redact.register_env(redact.key_envs(ev.model_dump()))
             data_dir = Path(ev.build.data_dir) if ev.build is not None else None
             llm, _ = _llm_settings(None)
+            redact.register_env([llm.api_key_env])
             return ev, llm, data_dir, ev.run.resolved()
     llm, data_dir = _llm_settings(config)
+    redact.register_env([llm.api_key_env])
     return None, llm, data_dir, _run_settings(config) if config is not None else RunSettings().resolved()
 
 
@@ -964,18 +969,22 @@ def _score_request(release: Path, metrics: str, ev: Any, **settings: Any):
 def _score_systems(release: Path, systems: str, ev: Any, llm: Any, cache_dir: Path, allow_missing: bool):
     """{name: ReportSystem, or None for gold} in the order named; submissions checked (one line per
     problem on stderr, exit 2, nothing scored)."""
-    import pandas as pd
-
     from flows.generate import check_submissions, systems_for
+    from tasks.release import members
 
     names = [s.strip() for s in systems.split(",") if s.strip()] if systems else None
     if names is not None and (not names or len(set(names)) != len(names)):
         raise FrameInputError("--systems", f"give distinct, comma-separated system names (got {systems!r})")
     if names is None and ev is None:
         names = ["gold", "copy-sample", "extractive"]
+    # the release first: only regular files inside it, and the two tables every system reads whole
+    # (instances, grounding documents) readable, with their columns, within their decoding budget
+    _release_folder(release)
+    for table in ("instances", "grounding_documents"):
+        members.scan_table(release, table)
     made = systems_for(names, ev, llm, cache_dir)
     order = names if names is not None else list(ev.systems)
-    ids = list(pd.read_parquet(release / "instances.parquet", columns=["instance_id"])["instance_id"])
+    ids = members.read_table(release, "instances", columns=["instance_id"]).column("instance_id").to_pylist()
     problems = check_submissions(made, ids, allow_missing=allow_missing)
     if problems:
         for line in problems:
@@ -1120,16 +1129,9 @@ def _data_folder(release: Path, configured: Path | None) -> Path:
     """Where a command on a release keeps logs, caches and outputs: the config's data_dir, else
     $FRAME_DATA_DIR, else the data folder the release belongs to when it sits in one
     (<data>/releases/<name>/<version>), else ./data. Never a folder merely above the release."""
-    import os
+    from tasks.release.place import release_data_folder
 
-    if configured is not None:
-        return Path(configured)
-    if os.environ.get("FRAME_DATA_DIR"):
-        return Path(os.environ["FRAME_DATA_DIR"])
-    rel = release.resolve()
-    if len(rel.parents) >= 3 and rel.parents[1].name == "releases":
-        return rel.parents[2]
-    return Path("data")
+    return release_data_folder(release, configured)
 
 
 def _print_score_estimate(release: Path, plan) -> None:
@@ -1207,15 +1209,18 @@ def split_cmd(
     seed: Annotated[int, typer.Option("--seed", help="seed of the draw")] = 0,
 ) -> None:
     """Assign the release's domains to discovery, validation and locked splits (a file beside the release)."""
-    import pandas as pd
+    import os
 
     from tasks.evolve.splits import assign_splits, write_splits
+    from tasks.release import members
 
     try:
         path = release / "instances.parquet"
-        if not path.is_file():
+        if release.is_dir() and not os.path.lexists(path):
             raise FrameInputError(path, "missing: not a frame release folder")
-        instances = pd.read_parquet(path, columns=["instance_id", "domain", "category"])
+        _release_folder(release)  # only regular files inside it: nothing read through a link, no FIFO
+        columns = ["instance_id", "domain", "category"]
+        instances = members.read_table(release, "instances", columns=columns, required=columns).to_pandas()
         splits = assign_splits(instances, release, discovery, validation, seed)
     except FrameInputError as exc:
         _fail(exc)
@@ -1387,7 +1392,7 @@ def export_eval_cmd(
 
     try:
         chosen = [x.strip() for x in instances.split(",") if x.strip()] or None
-        summary = export_eval_kit(release, _not_in_release(out), instances=chosen)
+        summary = export_eval_kit(release, not_in_release(out), instances=chosen)
     except FrameInputError as exc:
         _fail(exc)
     print(f"{out}: {summary['instances']} instance(s), {summary['documents']} grounding document(s)")
@@ -1463,6 +1468,10 @@ def align_cmd(
         Path | None, typer.Option("--rankings", help="CSV group_id,system,human_rank,score")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+    allow_partial: Annotated[
+        bool,
+        typer.Option("--allow-partial", help="align even if under half the human items have a judge score"),
+    ] = False,
 ) -> None:
     """Judge-human alignment (PA@0, PA@25, QWK, ICC(3,1), ICC(A,1)) or ranking agreement."""
     from tasks.score.align import main_json, rankings_json
@@ -1471,7 +1480,7 @@ def align_cmd(
         if rankings is not None:
             text = rankings_json(rankings)
         elif human is not None and judge is not None:
-            text = main_json(human, judge)
+            text = main_json(human, judge, allow_partial=allow_partial)
         else:
             raise FrameInputError("frame align", "give HUMAN.csv JUDGE.csv, or --rankings FILE")
     except FrameInputError as exc:

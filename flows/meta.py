@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
+from flows.places import not_in_release
 from flows.terminal import FrameTyper
 from tasks.errors import FrameInputError
 
@@ -63,6 +64,18 @@ def _judge_env(release: Path, embedder: str) -> Any:
     return JudgeEnv(ScoreSettings(embedder=embedder), None, cache_dir, embed_llm)
 
 
+def _release_input(release: Path) -> None:
+    """`--release` is a release folder holding only regular files (no link out of it, no FIFO: as for
+    every command on a release, tasks.release.members.check_release_folder)."""
+    from tasks.release.members import check_release_folder
+
+    if not release.is_dir():
+        raise FrameInputError(release, "not a folder (give data/releases/<name>/<version>)")
+    check_release_folder(release)
+    if not (release / "instances.parquet").is_file():
+        raise FrameInputError(release / "instances.parquet", "missing: not a frame release folder")
+
+
 def _run_structure(rankings: Path, release: Path, generations: Path | None, embedder: str):
     """(grid results, run info, seconds): load, embed once, evaluate every setting."""
     from tasks.meta import structure as ms
@@ -70,8 +83,7 @@ def _run_structure(rankings: Path, release: Path, generations: Path | None, embe
 
     started = time.perf_counter()
     rows = ms.load_rankings(rankings)
-    if not (release / "instances.parquet").is_file():
-        raise FrameInputError(release / "instances.parquet", "missing: not a frame release folder")
+    _release_input(release)
     if generations is not None and not generations.is_dir():
         raise FrameInputError(generations, "not a folder (give data/generations/<name>/<version>)")
     env = _judge_env(release, embedder)
@@ -155,6 +167,8 @@ def structure_cmd(
     from tasks.meta.structure import grid_csv, grid_json
 
     try:
+        if out is not None:
+            not_in_release(out)
         results, info, seconds = _run_structure(rankings, release, generations, embedder)
     except FrameInputError as exc:
         _fail(exc)
@@ -282,9 +296,12 @@ def judge_cmd(
     from tasks.meta.judge import ReleaseSource, judge_items, judge_json, judge_table, load_annotations
 
     try:
+        if out is not None:
+            not_in_release(out)
         annotations = load_annotations(human, items)
         if generations is not None and not generations.is_dir():
             raise FrameInputError(generations, "not a folder (give data/generations/<name>/<version>)")
+        _release_input(release)
         source = ReleaseSource(release, generations)
         chosen = _judges_for(release, judges, config, embedder)
         judged = judge_items(annotations, chosen, source)
@@ -398,17 +415,18 @@ def items_cmd(
             raise FrameInputError("--value", f"must be phi or p_b_given_a (got {value!r})")
         if top < 1:
             raise FrameInputError("--top", f"must be >= 1 (got {top})")
+        folder = not_in_release(out) if out is not None else not_in_release(scores / "meta", "--scores")
         chosen = [s.strip() for s in systems.split(",") if s.strip()] if systems else None
         decisions = mi.load_decisions(scores, systems=chosen)
     except FrameInputError as exc:
         _fail(exc)
     items, by_system = mi.item_table(decisions), mi.system_table(decisions)
     pairs = mi.cooccurrence(decisions, fail_below=fail_below, by=by)
-    folder = out if out is not None else scores / "meta"
+    plots = {fmt: mi.items_plot(items, pairs, value=value, fmt=fmt) for fmt in ("png", "svg")}  # all first
     for name, df in (("items", items), ("items_by_system", by_system), ("cooccurrence", pairs)):
         atomic_write_text(folder / f"{name}.csv", df.to_csv(index=False, lineterminator="\n"))
-    for fmt in ("png", "svg"):
-        atomic_write_bytes(folder / f"items.{fmt}", mi.items_plot(items, pairs, value=value, fmt=fmt))
+    for fmt, data in plots.items():
+        atomic_write_bytes(folder / f"items.{fmt}", data)
     if as_json:
         print(mi.items_json(items, by_system, pairs))
         return

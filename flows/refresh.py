@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from schemas.config import ArxivDomain, EdgarDomain, FrameConfig, load_config
+from schemas.release import release_id_problems
 from tasks.atomic import atomic_write_text
 from tasks.discover import discover_domain, latest_release, next_version, released_snapshots
 from tasks.errors import ConfigError
@@ -52,10 +53,18 @@ def plan_refresh(
     bump: str = "minor",
 ) -> RefreshPlan:
     """What a refresh of `release` would build (no side effects but discovery's reads)."""
+    # the name becomes folders (releases/NAME, refresh/NAME): checked before anything is read or written,
+    # whichever way it came (frame refresh, frame serve, a deployment's parameters, FRAME_RELEASE)
+    for where, problem in release_id_problems(release, "0.0.0"):
+        raise ConfigError(where, problem)
+    real_today = dt.date.today()
+    if today is not None and today > real_today + dt.timedelta(days=2):
+        # a date in the future would plan windows nobody has published yet (thousands, or an overflow)
+        raise ConfigError("--today", f"{today} is after today's date ({real_today}): refreshes plan the past")
     for k in kinds or []:
         if k not in KINDS:
             raise ConfigError("--only", f"unknown source kind {k!r} (one of {', '.join(KINDS)})")
-    today = today or dt.date.today()
+    today = today or real_today
     previous = latest_release(Path(cfg.build.data_dir) / "releases", release)
     known = released_snapshots(previous) if previous else {}
     configured = {d.name for d in cfg.domains}

@@ -16,7 +16,7 @@ from flows.build import config_digest, report_row
 from flows.ground import ROOT, code_version
 from schemas.config import FrameConfig
 from schemas.release_rows import fact_columns, metadata_columns, structure_columns, unsupported_list
-from tasks.errors import FrameInputError
+from tasks.errors import ConfigError, FrameInputError
 from tasks.ground.load import load_grounding_set
 from tasks.instances import category_stats, make_instances
 from tasks.manifest import check_folder, describe, manifest_digest, read_manifest
@@ -212,8 +212,11 @@ def build_and_publish(
     one line, exit 2) unless `allow_identical`.
     """
     from flows.build import run_build
+    from schemas.release import release_id_problems
     from tasks.locks import data_folder_lock
 
+    for where, problem in release_id_problems(release, version):  # before the build, not after it
+        raise ConfigError(where, problem)
     with data_folder_lock(cfg.build.data_dir, cfg.run.lock_timeout_s):
         results = (runner or run_build)(cfg, names, refresh or [], release=release, version=version)
         failed = [r for r in results if r["status"] != "ok"]

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tasks.errors import ConfigError
+from tasks.files import FileProblem, read_capped, release_around
 
 Category = Literal["financial_quarterly", "financial_annual", "academic_simple", "academic_complex"]
 # The order and display labels of the categories, used everywhere a category is shown (release card,
@@ -62,7 +63,8 @@ def _scalar_kinds(annotation: Any) -> set[type]:
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # inf and nan are no setting: `timeout_s = inf` would be a wait without end
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod
@@ -273,11 +275,12 @@ class LLMSettings(_Strict):
     # Share of the input room kept free because prompts are counted with o200k_base, and other models'
     # tokenizers (Llama, Qwen, Mistral) count the same text as more tokens
     token_margin: float = Field(default=0.10, ge=0.0, le=0.5)
-    timeout_s: float = Field(default=120.0, gt=0)
-    transient_retries: int = Field(default=5, ge=0, description="retries on 429/5xx/timeouts")
-    invalid_retries: int = Field(default=2, ge=0, description="corrective retries on invalid JSON")
-    backoff_initial_s: float = Field(default=1.0, ge=0)
-    backoff_max_s: float = Field(default=30.0, ge=0)
+    # every wait is bounded: a request at most a day, a retry wait at most an hour
+    timeout_s: float = Field(default=120.0, gt=0, le=86_400)
+    transient_retries: int = Field(default=5, ge=0, le=100, description="retries on 429/5xx/timeouts")
+    invalid_retries: int = Field(default=2, ge=0, le=20, description="corrective retries on invalid JSON")
+    backoff_initial_s: float = Field(default=1.0, ge=0, le=3600)
+    backoff_max_s: float = Field(default=30.0, ge=0, le=3600)
     concurrency: int = Field(default=4, ge=1, le=64)
     # Reasoning models (OpenAI o-series, GPT-5) take max_completion_tokens, not max_tokens, and only their
     # default temperature: "auto" sends what the model's name suggests and adapts on the endpoint's first
@@ -288,6 +291,11 @@ class LLMSettings(_Strict):
     reasoning_effort_by_role: dict[str, Literal["minimal", "low", "medium", "high"]] = Field(
         default_factory=dict
     )
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _key_name(cls, v: str) -> str:
+        return env_name(v)
 
     def output_budget(self, role: str) -> int:
         """Output tokens one request of `role` may use: the role's own setting, else `max_output_tokens`,
@@ -306,6 +314,21 @@ class LLMSettings(_Strict):
         }
         update = {k: v for k, v in env.items() if v}
         return self.model_validate({**self.model_dump(), **update}) if update else self
+
+
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+
+
+def env_name(value: str) -> str:
+    """`value` when it is an environment variable's name. A key pasted in its place is never echoed."""
+    if ENV_NAME.fullmatch(value):
+        return value
+    if value.startswith(("sk-", "sk_")) or len(value) >= 24:
+        raise ValueError(
+            "is not a variable name but looks like a key itself (not shown): put the key in an "
+            "environment variable and name that variable here"
+        )
+    raise ValueError(f"{value[:40]!r} is not an environment variable name")
 
 
 def _no_nul(v: Path | None) -> Path | None:
@@ -340,7 +363,10 @@ class RunSettings(_Strict):
         description="task results shared by all workers (default <data_dir>/cache/prefect-results)",
     )
     lock_timeout_s: float = Field(
-        default=3600.0, ge=0, description="how long a build waits for another build on the same data folder"
+        default=3600.0,
+        ge=0,
+        le=7 * 86_400,
+        description="how long a build waits for another build on the same data folder",
     )
 
     @field_validator("result_storage")
@@ -483,12 +509,19 @@ def unknown_key(root: type[BaseModel], loc: tuple) -> str:
     return f"unknown key {key!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
 
 
+MAX_CONFIG_BYTES = 4 << 20  # frame's largest config is a few KB
+
+
 def read_toml(path: Path) -> dict[str, Any]:
     """The parsed TOML file; a one-line ConfigError when it is missing or not TOML."""
-    if not path.is_file():
-        raise ConfigError(path, "config file not found")
+    try:  # a FIFO or device is never opened (it would block or never end); a config is small
+        raw = read_capped(path.resolve(), MAX_CONFIG_BYTES, None, "more than {limit:,} bytes: not a config")
+    except FileNotFoundError:
+        raise ConfigError(path, "config file not found") from None
+    except FileProblem as exc:
+        raise ConfigError(path, str(exc)) from None
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(path, f"not valid TOML ({str(exc).splitlines()[0]})") from None
 
@@ -523,4 +556,23 @@ def load_config(path: str | Path) -> FrameConfig:
         updates["run"] = cfg.run.model_copy(
             update={"result_storage": (base / cfg.run.result_storage).resolve()}
         )
-    return cfg.model_copy(update=updates) if updates else cfg
+    cfg = cfg.model_copy(update=updates) if updates else cfg
+    outside_releases(path, build=cfg.build, run=cfg.run)
+    return cfg
+
+
+def outside_releases(path: Path, **sections: Any) -> None:
+    """ConfigError when a folder frame writes to (build.data_dir, run.result_storage) is inside a
+    release: a release is immutable (`frame release verify` would fail on every file written there)."""
+    for section, settings in sections.items():
+        if settings is None:
+            continue
+        for key in ("data_dir", "result_storage"):
+            folder = getattr(settings, key, None)
+            inside = release_around(folder) if folder is not None else None
+            if inside is not None:
+                raise ConfigError(
+                    path,
+                    f"field {section}.{key}: {folder} is inside the release {inside.parent.name}/"
+                    f"{inside.name}: releases are immutable",
+                )

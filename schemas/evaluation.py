@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -31,6 +32,8 @@ from schemas.config import (
     ModelPrice,
     RunSettings,
     _Strict,
+    env_name,
+    outside_releases,
     read_toml,
     unknown_key,
 )
@@ -53,6 +56,7 @@ __all__ = [
     "SubmissionSystem",
     "System",
     "load_eval_config",
+    "reports_sha256",
     "system_identity",
 ]
 
@@ -61,7 +65,6 @@ BUILTIN_NAMES: tuple[str, ...] = get_args(BuiltinName)
 DEFAULT_PROMPT = Path(__file__).resolve().parents[1] / "prompts" / "generate_one_shot.md"
 # System names become folder names (generations/<release>/<version>/<name>/) and leaderboard columns.
 SYSTEM_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}", re.ASCII)
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 
 
 def _context_base(info: ValidationInfo) -> Path:
@@ -86,9 +89,7 @@ def _existing_file(path: Path) -> Path | None:
 
 
 def _env_name(value: str) -> str:
-    if not ENV_NAME.fullmatch(value):
-        raise ValueError(f"{value!r} is not an environment variable name")
-    return value
+    return env_name(value)
 
 
 class BuiltinSystem(_Strict):
@@ -127,9 +128,9 @@ class OpenAISystem(_Strict):
     max_output_tokens_by_role: dict[str, Annotated[int, Field(ge=16)]] = Field(default_factory=dict)
     token_margin: float = Field(default=0.10, ge=0.0, le=0.5)
     context_tokens: int = Field(default=128_000, ge=1024, description="the model's context window")
-    timeout_s: float = Field(default=120.0, gt=0)
-    transient_retries: int = Field(default=5, ge=0)
-    invalid_retries: int = Field(default=2, ge=0)
+    timeout_s: float = Field(default=120.0, gt=0, le=86_400)
+    transient_retries: int = Field(default=5, ge=0, le=100)
+    invalid_retries: int = Field(default=2, ge=0, le=20)
     concurrency: int = Field(default=4, ge=1, le=64)
     prompt: Path | None = Field(default=None, description="prompt template file (default: the strategy's)")
     strategy: Literal["one-shot", "section-by-section"] = "one-shot"
@@ -178,11 +179,22 @@ class CommandSystem(_Strict):
 
     kind: Literal["command"]
     command: list[str] = Field(min_length=1, description="argv, or one string split like a shell")
-    timeout_s: float = Field(default=600.0, gt=0)
+    timeout_s: float = Field(default=600.0, gt=0, le=7 * 86_400)
     output: str = Field(default="stdout", description='"stdout", or a file the program writes in its folder')
     env: dict[str, str] = Field(default_factory=dict, description="extra environment variables")
+    # frame's variables the program also gets (names or globs like "HF_*"); the rest of frame's
+    # environment, API keys included, is not passed (tasks.generate.command.PASS_ENV)
+    pass_env: list[str] = Field(default_factory=list)
     # the most a report may hold (stdout or `output`): past it the program is stopped and the instance fails
     max_chars: int = Field(default=2_000_000, ge=1)
+
+    @field_validator("pass_env")
+    @classmethod
+    def _names(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if not name or "=" in name or "\x00" in name:
+                raise ValueError(f"{name!r} is not a variable name or pattern")
+        return v
 
     @field_validator("command", mode="before")
     @classmethod
@@ -435,21 +447,19 @@ def load_eval_config(path: str | Path) -> EvalConfig:
         updates["run"] = cfg.run.model_copy(
             update={"result_storage": (base / cfg.run.result_storage).resolve()}
         )
-    return cfg.model_copy(update=updates) if updates else cfg
+    cfg = cfg.model_copy(update=updates) if updates else cfg
+    outside_releases(path, build=cfg.build, run=cfg.run)
+    return cfg
 
 
 # ---------------------------------------------------------------- identity
 
 
-def _submission_sha(path: Path) -> str | None:
-    """sha256 of the file, or of a folder's Markdown files by name and content; None if missing."""
-    if path.is_file():
-        return sha256_file(path)
-    if not path.is_dir():
-        return None
+def reports_sha256(reports: Mapping[str, str]) -> str:
+    """sha256 of a submission's reports as read: each instance id and its text, in id order."""
     h = hashlib.sha256()
-    for f in sorted(p for p in path.iterdir() if p.is_file() and p.suffix == ".md"):
-        h.update(f.name.encode("utf-8") + b"\x00" + sha256_file(f).encode() + b"\x00")
+    for iid in sorted(reports):
+        h.update(iid.encode("utf-8") + b"\x00" + reports[iid].encode("utf-8") + b"\x00")
     return h.hexdigest()
 
 
@@ -497,7 +507,10 @@ def system_identity(name: str, system: BaseModel) -> dict[str, Any]:
             "output": system.output,
             "max_chars": system.max_chars,
             "env": sorted(system.env),
+            **({"pass_env": sorted(system.pass_env)} if system.pass_env else {}),
         }
     if isinstance(system, SubmissionSystem):
-        return {"kind": "submission", "sha256": _submission_sha(system.path), "max_chars": system.max_chars}
+        # the digest is of the reports as read (tasks.generate.systems.SubmissionReportSystem.identity):
+        # hashing the files apart from reading them would let them change in between
+        raise ConfigError(f"systems.{name}", "a submission's identity is the digest of its checked reports")
     raise ConfigError(f"systems.{name}", f"not a system config ({type(system).__name__})")

@@ -20,10 +20,20 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import unicodedata
 from datetime import date, datetime
+from typing import Annotated
 
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 
 SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$")
 """X.Y.Z with an optional pre-release part (1.0.0-rc.1); build metadata (+...) is not accepted."""
@@ -377,22 +387,65 @@ def schema_fingerprint(schema: pa.Schema) -> str:
 
 
 def _check_sha(v: str) -> str:
-    if not SHA256.match(v):
-        raise ValueError(f"not a lowercase hex sha256: {v!r}")
+    if not SHA256.fullmatch(v):
+        raise ValueError(f"not a lowercase hex sha256: {v[:80]!r}")
     return v
+
+
+# ---------------------------------------------------------------- manifest.json
+# A manifest may come from anyone (a release folder a user downloads): every string is bounded and holds no
+# control character (a name or value is printed, and must not rewrite the terminal or forge a line), and
+# every list and mapping is bounded, so that one field cannot make a reader print or hold megabytes.
+
+MAX_TEXT = 2000
+"""Longest string of a manifest (a source URL); names, hashes and versions are shorter still."""
+MAX_FILES = 10_000
+MAX_TABLES = 64
+MAX_SOURCES = 500_000
+
+
+def _printable(v: str) -> str:
+    """`v` unless it holds a control, format or line/paragraph separator character (ESC, newline, U+202E)."""
+    for i, c in enumerate(v):
+        if unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp"):
+            raise ValueError(f"control character U+{ord(c):04X} at position {i}")
+    return v
+
+
+def _text(max_length: int) -> object:
+    return Annotated[str, StringConstraints(max_length=max_length), AfterValidator(_printable)]
+
+
+Text = _text(MAX_TEXT)
+Short = _text(200)
+TableName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]{1,64}$")]
+
+
+def _member_path(rel: str) -> str:
+    """A path of a release member: relative, inside the release, '/'-separated, no '.'/'..'/empty parts."""
+    if rel.startswith("/") or "\\" in rel or any(p in ("", ".", "..") for p in rel.split("/")):
+        raise ValueError(f"file path must be relative inside the release: {rel[:120]!r}")
+    if any(len(p) > 255 for p in rel.split("/")):
+        raise ValueError(f"file path has a part longer than 255 characters: {rel[:120]!r}")
+    return rel
+
+
+MemberPath = Annotated[
+    str, StringConstraints(max_length=1000), AfterValidator(_printable), AfterValidator(_member_path)
+]
 
 
 class BackendModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    backend: str = Field(description="offline | openai")
-    model: str
+    backend: Short = Field(description="offline | openai")
+    model: Short
 
 
 class SourceFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    path_or_url: str
+    path_or_url: Text
     sha256: str
 
     @field_validator("sha256")
@@ -404,7 +457,7 @@ class SourceFile(BaseModel):
 class TableEntry(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    file: str = Field(description="parquet file, relative to the release folder")
+    file: MemberPath = Field(description="parquet file, relative to the release folder: <table>.parquet")
     rows: int = Field(ge=0)
     sha256: str
     schema_fingerprint: str
@@ -420,35 +473,39 @@ class ReleaseManifest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str
-    version: str
-    created_at: str = Field(description="ISO 8601 with a UTC offset, e.g. 2025-05-01T12:00:00+00:00")
+    name: Short
+    version: Short
+    created_at: Short = Field(description="ISO 8601 with a UTC offset, e.g. 2025-05-01T12:00:00+00:00")
     config_sha256: str
-    code_version: str = Field(description="git commit or package version of the code that built it")
-    prompt_hashes: dict[str, str] = Field(default_factory=dict, description="role -> prompt sha256")
-    backends: list[BackendModel] = Field(default_factory=list)
-    sources: list[SourceFile] = Field(default_factory=list)
-    writer: str = Field(default="", description="parquet writer, e.g. 'pyarrow 26.0.1'")
-    schema_version: int = Field(
-        default=1, ge=1, description="version of the table schemas (absent in releases of version 1)"
+    code_version: Short = Field(description="git commit or package version of the code that built it")
+    prompt_hashes: dict[Short, Short] = Field(
+        default_factory=dict, max_length=1000, description="role -> prompt sha256"
     )
-    tables: dict[str, TableEntry] = Field(default_factory=dict)
-    files: dict[str, str] = Field(
-        default_factory=dict, description="relative path -> sha256 of every file except manifest.json"
+    backends: list[BackendModel] = Field(default_factory=list, max_length=1000)
+    sources: list[SourceFile] = Field(default_factory=list, max_length=MAX_SOURCES)
+    writer: Short = Field(default="", description="parquet writer, e.g. 'pyarrow 26.0.1'")
+    schema_version: int = Field(
+        default=1, ge=1, le=1000, description="version of the table schemas (absent in releases of version 1)"
+    )
+    tables: dict[TableName, TableEntry] = Field(default_factory=dict, max_length=MAX_TABLES)
+    files: dict[MemberPath, str] = Field(
+        default_factory=dict,
+        max_length=MAX_FILES,
+        description="relative path -> sha256 of every file except manifest.json",
     )
 
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not NAME.match(v):
-            raise ValueError(f"release name must be a lowercase slug [a-z0-9._-], max 64 (got {v!r})")
+        if not NAME.fullmatch(v):
+            raise ValueError(f"release name must be a lowercase slug [a-z0-9._-], max 64 (got {v[:80]!r})")
         return v
 
     @field_validator("version")
     @classmethod
     def _version(cls, v: str) -> str:
-        if not SEMVER.match(v):
-            raise ValueError(f"version must be semver X.Y.Z (got {v!r})")
+        if not SEMVER.fullmatch(v):
+            raise ValueError(f"version must be semver X.Y.Z (got {v[:80]!r})")
         return v
 
     @field_validator("created_at")
@@ -457,9 +514,9 @@ class ReleaseManifest(BaseModel):
         try:
             dt = datetime.fromisoformat(v)
         except ValueError as e:
-            raise ValueError(f"created_at is not ISO 8601: {v!r}") from e
+            raise ValueError(f"created_at is not ISO 8601: {v[:80]!r}") from e
         if dt.tzinfo is None:
-            raise ValueError(f"created_at needs a UTC offset: {v!r}")
+            raise ValueError(f"created_at needs a UTC offset: {v[:80]!r}")
         return v
 
     @field_validator("config_sha256")
@@ -471,12 +528,19 @@ class ReleaseManifest(BaseModel):
     @classmethod
     def _files(cls, v: dict[str, str]) -> dict[str, str]:
         for rel, sha in v.items():
-            if rel.startswith("/") or "\\" in rel or any(p in ("", ".", "..") for p in rel.split("/")):
-                raise ValueError(f"file path must be relative inside the release: {rel!r}")
             if rel == "manifest.json":
                 raise ValueError("manifest.json does not list itself")
             _check_sha(sha)
         return v
+
+    @model_validator(mode="after")
+    def _table_files(self) -> ReleaseManifest:
+        # a table is always <name>.parquet beside manifest.json (tasks/release/write.py): never a path that
+        # leaves the release, a folder, or another table's file
+        for name, entry in self.tables.items():
+            if entry.file != f"{name}.parquet":
+                raise ValueError(f"tables.{name}.file must be {name}.parquet (got {entry.file[:120]!r})")
+        return self
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), sort_keys=True, indent=2, ensure_ascii=False) + "\n"

@@ -17,34 +17,65 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from tasks.atomic import DIR_MODE, atomic_write_text
+from tasks.files import file_kind
 
 MANIFEST_FILE = "MANIFEST.json"
 Entries = dict[str, dict[str, str | int]]
 
 
 def sha256_file(path: Path) -> str:
-    """sha256 of a file, read in 1 MiB blocks (the one implementation in frame)."""
+    """sha256 of a regular file, read in 1 MiB blocks (the one implementation in frame). Anything else (a
+    FIFO, a device: reading it could block for ever) is an OSError before it is opened."""
+    before = os.stat(path)
+    if not stat.S_ISREG(before.st_mode):
+        raise OSError(errno.EINVAL, f"not a regular file ({file_kind(before.st_mode)})", str(path))
     h = hashlib.sha256()
-    with path.open("rb") as fh:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped for something else since the stat
+            raise OSError(errno.EINVAL, "not a regular file (replaced while being opened)", str(path))
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
 
 
+def entries_below(folder: Path, exclude: str = MANIFEST_FILE) -> list[tuple[str, str | None]]:
+    """(relative POSIX name, None for a regular file or what else it is: "a symbolic link", "a FIFO", ...)
+    of every entry below `folder` that is not a folder, sorted, `exclude` left out. Links are listed, never
+    followed (a linked folder is one entry); the walk is iterative, so any depth of folders is fine."""
+    folder = Path(folder)
+    out: list[tuple[str, str | None]] = []
+    todo = [""]
+    while todo:
+        rel = todo.pop()
+        try:
+            with os.scandir(folder / rel if rel else folder) as it:
+                entries = list(it)
+        except (PermissionError, FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            name = f"{rel}/{entry.name}" if rel else entry.name
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError:
+                continue
+            if stat.S_ISDIR(mode):
+                todo.append(name)
+            elif name != exclude:
+                out.append((name, None if stat.S_ISREG(mode) else file_kind(mode)))
+    return sorted(out)
+
+
 def files_below(folder: Path, exclude: str = MANIFEST_FILE) -> list[str]:
-    """Relative POSIX names of every file (or link) below `folder`, sorted, `exclude` left out."""
-    out = []
-    for p in sorted(folder.rglob("*")):
-        if p.is_file() or p.is_symlink():
-            rel = p.relative_to(folder).as_posix()
-            if rel != exclude:
-                out.append(rel)
-    return out
+    """Relative POSIX names of every entry below `folder` that is not a folder (regular files, links,
+    FIFOs, devices: a listing names them all), sorted, `exclude` left out."""
+    return [rel for rel, _ in entries_below(folder, exclude)]
 
 
 def scan_folder(folder: Path) -> Entries:
@@ -82,11 +113,16 @@ def read_manifest(folder: Path) -> Entries:
             isinstance(v, dict) and isinstance(v.get("sha256"), str) and isinstance(v.get("size"), int)
             for v in entries.values()
         )
-    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError):
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError, RecursionError):
         ok = False
     if not ok:
         raise ValueError(f"{MANIFEST_FILE} is not a manifest")
     return entries
+
+
+def _inside(rel: str) -> bool:
+    """A manifest entry names a file inside its folder: relative, no '..', no empty part."""
+    return not (rel.startswith("/") or "\\" in rel or any(p in ("", ".", "..") for p in rel.split("/")))
 
 
 def check_folder(folder: Path) -> list[str]:
@@ -101,6 +137,9 @@ def check_folder(folder: Path) -> list[str]:
     problems = []
     for rel, want in sorted(entries.items()):
         path = folder / rel
+        if not _inside(rel):
+            problems.append(f"{rel[:120]!r} is not a file inside the folder")
+            continue
         if not path.is_file():
             problems.append(f"{rel} missing")
             continue

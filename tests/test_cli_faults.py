@@ -190,6 +190,11 @@ def test_score_keeps_its_data_where_configured_never_above_the_release(tmp_path,
     loose = tmp_path / "x" / "y" / "1.0.0"
     assert _data_folder(loose, None) == Path("data")  # anywhere else: ./data, not its grandparent
     assert _data_folder(Path("/rel"), None) == Path("data")
+    from tasks.generate.runs import runs_folder
+
+    # generations of a loose release: ./data, never /generations (its grandparent's folder)
+    assert runs_folder(loose, "s") == Path("data", "generations", "y", "1.0.0", "s")
+    assert runs_folder(inside, "s") == tmp_path / "d" / "generations" / "tiny" / "1.0.0" / "s"
     assert _data_folder(inside, tmp_path / "cfg") == tmp_path / "cfg"
     monkeypatch.setenv("FRAME_DATA_DIR", str(tmp_path / "env"))
     assert _data_folder(inside, None) == tmp_path / "env"

@@ -295,24 +295,53 @@ def test_command_identity_hashes_program_and_env_names_only(tmp_path):
     changed = cfg.systems["c"].model_copy(update={"env": {"AGENT_TOKEN": "other", "MODE": "slow"}})
     assert system_identity("c", changed)["env"] == ident["env"]
     assert system_identity("c", cfg.systems["c"].model_copy(update={"timeout_s": 5.0})) != ident
+    assert "pass_env" not in ident  # keys of command systems made before pass_env stay the same
+    passing = cfg.systems["c"].model_copy(update={"pass_env": ["HF_*"]})
+    assert system_identity("c", passing)["pass_env"] == ["HF_*"]
+
+
+def _submission_identity(path: Path, check: list[str] | None = None) -> dict:
+    from tasks.generate.systems import SubmissionReportSystem
+
+    system = SubmissionReportSystem("s", SubmissionSystem(kind="submission", path=path))
+    if check is not None:
+        system.check(check)
+    return system.identity()
 
 
 def test_submission_identity_digests_content(tmp_path):
     f = tmp_path / "run.jsonl"
     f.write_text('{"instance_id": "a", "markdown": "# A"}\n', encoding="utf-8")
-    file_id = system_identity("s", SubmissionSystem(kind="submission", path=f))
+    file_id = _submission_identity(f)
     f.write_text('{"instance_id": "a", "markdown": "# B"}\n', encoding="utf-8")
-    assert system_identity("s", SubmissionSystem(kind="submission", path=f)) != file_id
+    assert _submission_identity(f) != file_id
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A", encoding="utf-8")
+    one = _submission_identity(folder)
+    assert one == file_id  # the same report of the same instance, whether a file or a folder holds it
+    (folder / "a.md").rename(folder / "b.md")
+    assert _submission_identity(folder) != one  # names count
+    (folder / "notes.txt").write_text("ignored", encoding="utf-8")
+    assert _submission_identity(folder) == _submission_identity(folder.parent / "reports")
+    with pytest.raises(ConfigError, match="checked reports"):
+        system_identity("s", SubmissionSystem(kind="submission", path=folder))
+
+
+def test_submission_identity_is_of_what_the_check_read(tmp_path):
+    """The cache key is the digest of the reports `check` read: rewriting a file afterwards (a swap
+    between the check and the run) changes neither the reports used nor their key."""
+    from tasks.generate.systems import SubmissionReportSystem
+
     folder = tmp_path / "reports"
     folder.mkdir()
     (folder / "a.md").write_text("# A\n", encoding="utf-8")
-    one = system_identity("s", SubmissionSystem(kind="submission", path=folder))
-    (folder / "a.md").rename(folder / "b.md")
-    assert system_identity("s", SubmissionSystem(kind="submission", path=folder)) != one  # names count
-    (folder / "notes.txt").write_text("ignored", encoding="utf-8")
-    assert system_identity("s", SubmissionSystem(kind="submission", path=folder))["sha256"]
-    missing = system_identity("s", SubmissionSystem(kind="submission", path=tmp_path / "none"))
-    assert missing["sha256"] is None
+    system = SubmissionReportSystem("s", SubmissionSystem(kind="submission", path=folder))
+    assert system.check(["a"]) == []
+    before = system.identity()
+    (folder / "a.md").write_text("# swapped in after the check\n", encoding="utf-8")
+    assert system.identity() == before and system.reports == {"a": "# A\n"}
+    assert system.check(["a"]) == [] and system.identity() != before  # a new check reads anew
 
 
 def test_builtin_identity(tmp_path):

@@ -188,3 +188,57 @@ def test_nothing_a_program_started_outlives_its_instance(tmp_path, marker):
     for pid_file in pid_files.values():  # the grandchildren did start, and are gone
         pid = int(pid_file.read_text())
         assert pid not in processes_with(marker)
+
+
+ENV_DUMP = """import json, os
+print("# Env\\n\\n" + json.dumps(sorted(os.environ)) + "\\n\\n" + json.dumps(os.environ.get("PASSED", "")))
+"""
+
+
+def test_a_program_gets_no_key_or_credential_of_frames_environment(tmp_path):
+    """A command system used to inherit frame's whole environment: every API key, token and cloud
+    credential of the user's shell. Now it gets a fixed allow-list (PATH, HOME, locale, ...), what
+    `pass_env` names and `env`; a glob of `pass_env` never matches a key the config names."""
+    (tmp_path / "dump.py").write_text(ENV_DUMP, encoding="utf-8")
+    judge_key = f"sk-judge-{uuid.uuid4().hex}"
+    text = (
+        '[judge]\nbackend = "openai"\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\n'
+        'api_key_env = "HOSTILE_JUDGE_KEY"\n\n'
+    )
+    for name, pass_env, passed in [
+        ("plain", [], "MY_PLAIN"),
+        ("globbed", ["HF_*", "*KEY*", "AWS_*"], "MY_PLAIN"),
+        ("named", ["HOSTILE_JUDGE_KEY"], "HOSTILE_JUDGE_KEY"),
+    ]:
+        text += f'[systems.{name}]\nkind = "command"\ncommand = ["{PY}", "dump.py"]\n'
+        text += f'pass_env = {json.dumps(pass_env)}\nenv = {{ PASSED = "{passed}" }}\n\n'
+    (tmp_path / "eval.toml").write_text(text, encoding="utf-8")
+    shell = {
+        "HOSTILE_JUDGE_KEY": judge_key,
+        "AWS_SECRET_ACCESS_KEY": "aws-secret-value",
+        "GITHUB_TOKEN": "ghp-token-value",
+        "HF_HOME": str(tmp_path / "hf"),
+        "LC_ALL": "C.UTF-8",
+    }
+    seen = {}
+    for system in ("plain", "globbed", "named"):
+        with pytest.MonkeyPatch.context() as mp:
+            for k, v in shell.items():
+                mp.setenv(k, v)
+            res, _ = generate(tmp_path, system)
+        assert res.returncode == 0, (system, res.stderr[-2000:])
+        reports = tmp_path / "data/generations/tiny/1.0.0" / system / "reports"
+        body = [p.read_text(encoding="utf-8") for p in reports.iterdir()][0].split("\n\n")
+        seen[system] = set(json.loads(body[1]))
+        assert json.loads(body[2]) == ("MY_PLAIN" if system != "named" else "HOSTILE_JUDGE_KEY")
+        assert {"PATH", "HOME", "LC_ALL", "FRAME_INSTANCE_DIR"} <= seen[system], system
+        assert judge_key not in res.stdout + res.stderr
+        for f in (tmp_path / "data").rglob("*"):
+            if f.is_file():
+                assert judge_key.encode() not in f.read_bytes(), f
+    hostile = {"HOSTILE_JUDGE_KEY", "AWS_SECRET_ACCESS_KEY", "GITHUB_TOKEN", "HF_HOME"}
+    assert not seen["plain"] & hostile  # nothing of the shell's credentials by default
+    # the globs pass what they name, but never the judge's key the config names
+    assert seen["globbed"] & hostile == {"AWS_SECRET_ACCESS_KEY", "HF_HOME"}
+    # an exact name passes even a key (the user's explicit choice)
+    assert seen["named"] & hostile == {"HOSTILE_JUDGE_KEY"}

@@ -243,7 +243,7 @@ def test_degenerate_one_rater_constant() -> None:
 def test_degenerate_single_item() -> None:
     got = align.alignment({"a": 25.0}, {"a": 30.0})
     assert got["n"] == 1 and got["icc3_1"] is None and got["icc_a1"] is None
-    assert got["qwk"] == 1.0  # same single level
+    assert got["qwk"] is None  # one item: no agreement to measure (it used to be a confident 1.0)
 
 
 def test_ranking_perfect_reversed_and_degenerate_groups(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 import tests.llm_server as fake_llm
 from schemas.config import LLMSettings
-from schemas.evaluation import CommandSystem, EvalConfig, OpenAISystem, SubmissionSystem, system_identity
+from schemas.evaluation import CommandSystem, EvalConfig, OpenAISystem, SubmissionSystem, reports_sha256
 from tasks.errors import ConfigError, FrameInputError
 from tasks.generate.baselines import generate_report, grounding_rows_for
 from tasks.generate.command import run_command
@@ -526,4 +526,4 @@ def test_submission_system(tmp_path):
     out = system.generate(INSTANCE, G_ROWS)
     assert out.markdown == "# Mine\n" and out.metadata == {"kind": "submission", "source": "run.jsonl"}
     assert system.generate(dict(INSTANCE, instance_id="other/id"), G_ROWS).error == f"no usable report in {f}"
-    assert system.identity() == system_identity("team-x", system.config)
+    assert system.identity()["sha256"] == reports_sha256({INSTANCE["instance_id"]: "# Mine\n"})

@@ -66,7 +66,8 @@ def grounding_rows_for(instance_row: Mapping[str, Any], grounding_rows: Iterable
     its `grounding_doc_ids` when given), in the order of `grounding_doc_ids`."""
     gid = instance_row.get("grounding_set_id")
     rows = [r for r in grounding_rows if gid is None or r.get("grounding_set_id") == gid]
-    wanted = list(instance_row.get("grounding_doc_ids") or [])
+    ids = instance_row.get("grounding_doc_ids")  # a list, or a numpy array when read from parquet
+    wanted = list(ids) if ids is not None else []
     if not wanted:
         return rows
     by_id = {r["doc_id"]: r for r in rows}

@@ -5,9 +5,11 @@ The folder holds what a participant may see, never the target report Y:
   grounding/<doc_id>.md      each grounding document of G (file names made safe)
   grounding.jsonl            one object per document: its row (markdown included) and "path"
   instance.json              the instance's metadata without the target, plus "sample" and "grounding"
-The program runs with that folder as cwd and in FRAME_INSTANCE_DIR, with a timeout. The report is its
-stdout, or the file `output` it writes in the folder (a regular file inside the folder), decoded as UTF-8;
-at most `max_chars` characters of it are read: a program printing (or writing) more is stopped. A timeout,
+The program runs with that folder as cwd and in FRAME_INSTANCE_DIR, with a timeout, in an environment of
+its own: frame's variables that PASS_ENV (PATH, HOME, locale, temp, proxy and CA) or `pass_env` name, and
+`env`; an API key frame holds passes only if `pass_env` names it exactly. The report is its stdout, or
+the file `output` it writes in the folder (a regular file inside the folder), decoded as UTF-8; at most
+`max_chars` characters of it are read: a program printing (or writing) more is stopped. A timeout,
 too much output, a non-zero exit, empty or undecodable output becomes a failed Generation (one-line
 error). Whatever the outcome, nothing the program started outlives its instance: once it exits (or is
 stopped), every process of its session and process group and every process whose environment carries the
@@ -17,6 +19,7 @@ instance's random FRAME_INSTANCE_TOKEN (one that left the session) is killed; th
 from __future__ import annotations
 
 import codecs
+import fnmatch
 import json
 import os
 import re
@@ -33,10 +36,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tasks.generate.submission import NotRegularFile, read_regular, within
+from tasks.files import NotRegularFile, read_regular, within
 from tasks.generate.systems import Generation, without_target
 
-__all__ = ["INSTANCE_DIR_ENV", "INSTANCE_TOKEN_ENV", "MAX_CHARS", "run_command", "write_instance_folder"]
+__all__ = [
+    "INSTANCE_DIR_ENV",
+    "INSTANCE_TOKEN_ENV",
+    "MAX_CHARS",
+    "PASS_ENV",
+    "program_env",
+    "run_command",
+    "write_instance_folder",
+]
 
 INSTANCE_DIR_ENV = "FRAME_INSTANCE_DIR"
 INSTANCE_TOKEN_ENV = "FRAME_INSTANCE_TOKEN"  # random per instance: marks every process started for it
@@ -45,6 +56,37 @@ _STDERR_CHARS = 300
 _STDERR_KEEP = 64 * 1024  # bytes of stderr kept: its end (an error shows the last line)
 _POLL_S = 0.05  # how often the output file's size is looked at while the program runs
 _DRAIN_S = 5.0  # how long the pipes are read once every process of the instance is gone
+# what any program needs to start, find its tools and reach the network; nothing else of frame's
+# environment (API keys, tokens, cloud credentials) reaches a program unless `pass_env` names it
+PASS_ENV = (
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_*", "TZ", "TERM", "NO_COLOR",
+    "FORCE_COLOR", "TMPDIR", "TEMP", "TMP", "LD_LIBRARY_PATH", "SSL_CERT_FILE", "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY",
+    "http_proxy", "https_proxy", "no_proxy", "all_proxy", "SYSTEMROOT", "WINDIR", "COMSPEC", "PATHEXT",
+)  # fmt: skip
+
+
+def program_env(
+    pass_env: Iterable[str] = (),
+    env: Mapping[str, str] | None = None,
+    source: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The environment a program starts with: the variables of `source` (default os.environ) that
+    PASS_ENV or `pass_env` name (a name, or a glob such as "HF_*"), then `env`. A glob never matches a
+    secret frame knows (a variable listed in FRAME_SECRET_ENVS): only its exact name passes it."""
+    from tasks.llm.redact import ENV_NAMES
+
+    source = os.environ if source is None else source
+    secret = {n for n in source.get(ENV_NAMES, "").split(",") if n}
+    wanted = [*PASS_ENV, *pass_env]
+    named = {w for w in pass_env if not any(c in w for c in "*?[")}  # the user's exact names
+
+    def passes(name: str) -> bool:
+        if name in named:
+            return True
+        return name not in secret and any(fnmatch.fnmatchcase(name, w) for w in wanted)
+
+    return {**{k: v for k, v in source.items() if passes(k)}, **(env or {})}
 
 
 def _jsonable(value: Any) -> Any:
@@ -349,13 +391,15 @@ def run_command(
     timeout_s: float,
     output: str = "stdout",
     env: Mapping[str, str] | None = None,
+    pass_env: Iterable[str] = (),
     workdir_root: Path | None = None,
     files: Mapping[str, str] | None = None,
     max_chars: int = MAX_CHARS,
 ) -> Generation:
     """Run `argv` on one instance (see the module docstring); `workdir_root` holds the instance folders
     (default: the system's temporary folder); `files` are extra {name: text} files of the instance folder
-    (e.g. a generation skill); a report of more than `max_chars` characters is an error."""
+    (e.g. a generation skill); a report of more than `max_chars` characters is an error. The program's
+    environment is `program_env(pass_env, env)`."""
     iid = str(instance["instance_id"])
     if workdir_root is not None:
         Path(workdir_root).mkdir(parents=True, exist_ok=True)
@@ -364,7 +408,7 @@ def run_command(
         write_instance_folder(folder, instance, grounding)
         for name, text in (files or {}).items():
             (folder / Path(name).name).write_text(text, encoding="utf-8")
-        full_env = {**os.environ, **(env or {}), INSTANCE_DIR_ENV: str(folder)}
+        full_env = {**program_env(pass_env, env), INSTANCE_DIR_ENV: str(folder)}
         try:
             run = _run(list(argv), folder, full_env, timeout_s, output, max_chars)
         except OSError as exc:

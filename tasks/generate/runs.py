@@ -17,6 +17,7 @@ from tasks.atomic import atomic_write_bytes, atomic_write_text
 from tasks.errors import FrameInputError
 from tasks.generate.systems import Generation
 from tasks.release.evalkit import report_file_name
+from tasks.release.place import release_data_folder
 
 __all__ = [
     "GENERATIONS_SCHEMA",
@@ -61,9 +62,10 @@ def digest_paths(patterns: Iterable[str]) -> str:
 
 
 def runs_folder(release: Path, system: str) -> Path:
-    """data/releases/<name>/<version> -> data/generations/<name>/<version>/<system>."""
+    """data/releases/<name>/<version> -> data/generations/<name>/<version>/<system> (the data folder of
+    tasks.release.place.release_data_folder)."""
     release = release.resolve()
-    return release.parents[2] / "generations" / release.parent.name / release.name / system
+    return release_data_folder(release) / "generations" / release.parent.name / release.name / system
 
 
 def load_release_inputs(release: Path) -> tuple[pd.DataFrame, dict[str, list[dict]]]:

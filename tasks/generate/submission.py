@@ -6,8 +6,7 @@ columns, or a folder of Markdown files named as `frame generate` names its repor
 problem line per defect, each naming the file and the instance (or the line/row): unknown instance id,
 missing instance, duplicate, empty or oversized report, not UTF-8, unreadable line or row, a report file
 that leads outside the folder (a symbolic link) or is not a regular file (a FIFO, device or socket is
-never opened, so never blocks). `open_regular` / `read_regular` are how frame reads a file a user or a
-program hands it (tasks.generate.command reads a command's `output` file with them).
+never opened, so never blocks), read with tasks.files.
 """
 
 from __future__ import annotations
@@ -20,86 +19,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from tasks.files import NotRegularFile, file_kind, open_regular, read_regular, within
 from tasks.release.evalkit import report_file_name
 
-__all__ = [
-    "SUFFIXES",
-    "NotRegularFile",
-    "file_kind",
-    "load_submission",
-    "open_regular",
-    "read_regular",
-    "report_file_name",
-    "within",
-]
+__all__ = ["SUFFIXES", "load_submission", "report_file_name"]
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 SUFFIXES = (*JSONL_SUFFIXES, ".parquet")
-_KINDS = (
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISDIR, "a folder"),
-    (stat.S_ISLNK, "a symbolic link"),
-)
-
-
-class NotRegularFile(Exception):
-    """A path that must be a regular file is something else: the message says what, so that it reads
-    after "FILE is" ("not a regular file (a FIFO)")."""
-
-
-def file_kind(mode: int) -> str:
-    """What a non-regular file is, for a message: "a FIFO", "a character device", ..."""
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
-
-
-def within(path: str | Path, root: str | Path) -> bool:
-    """Whether `path` is `root` or below it (both already resolved)."""
-    return os.path.commonpath([os.fspath(path), os.fspath(root)]) == os.fspath(root)
-
-
-def open_regular(path: str | Path, root: str | Path | None = None) -> int:
-    """A read-only descriptor of the regular file `path` (its last component is not followed: resolve it
-    first). Anything else raises NotRegularFile before it is opened, so a FIFO or device never blocks;
-    after the open the descriptor is checked again (same file, still regular, still inside `root` when
-    given), so a file swapped in between is refused too. OSError when it cannot be opened."""
-    before = os.lstat(path)
-    if not stat.S_ISREG(before.st_mode):
-        raise NotRegularFile(f"not a regular file ({file_kind(before.st_mode)})")
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        after = os.fstat(fd)
-        if not stat.S_ISREG(after.st_mode) or (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
-            raise NotRegularFile("not the file that was checked (replaced while being opened)")
-        if root is not None:
-            try:
-                opened = os.readlink(f"/proc/self/fd/{fd}")
-            except OSError:  # no /proc: the lstat/fstat pair above is the check
-                opened = None
-            if opened is not None and not within(opened, root):
-                raise NotRegularFile("not inside its folder (reached through a link)")
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def read_regular(path: str | Path, limit: int | None = None, root: str | Path | None = None) -> bytes:
-    """The bytes of the regular file `path` (open_regular), at most `limit` of them."""
-    fd = open_regular(path, root)
-    try:
-        chunks, left = [], limit
-        while left is None or left > 0:
-            chunk = os.read(fd, 1 << 20 if left is None else min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left = None if left is None else left - len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 class _Collector:

@@ -28,6 +28,7 @@ from schemas.evaluation import (
     EvalConfig,
     OpenAISystem,
     SubmissionSystem,
+    reports_sha256,
     system_identity,
 )
 from tasks.errors import ConfigError, FrameInputError
@@ -225,6 +226,7 @@ class CommandReportSystem(_Base):
             timeout_s=c.timeout_s,
             output=c.output,
             env=c.env,
+            pass_env=c.pass_env,
             workdir_root=self.workdir_root,
             files=self.files,
             max_chars=c.max_chars,
@@ -250,7 +252,20 @@ class SubmissionReportSystem(_Base):
         self.reports, self.problems = load_submission(
             c.path, instance_ids, max_chars=c.max_chars, allow_missing=allow_missing
         )
+        # the identity is the digest of what was read, never of a second reading of the files
+        self._identity = {
+            "kind": "submission",
+            "sha256": reports_sha256(self.reports),
+            "max_chars": c.max_chars,
+        }
         return list(self.problems)
+
+    def identity(self) -> dict[str, Any]:
+        """The digest of the reports `check` read (each instance id and its text); before any check, the
+        submission is read once, every report it holds kept."""
+        if self._identity is None:
+            self.check(None, allow_missing=True)
+        return super().identity()
 
     def generate(self, instance: dict[str, Any], grounding: list[dict[str, Any]]) -> Generation:
         if self.reports is None:

@@ -14,7 +14,16 @@ import re
 import threading
 from collections.abc import Iterable
 
-__all__ = ["ENV_NAMES", "REDACTED", "known", "register", "register_env", "scrub", "scrub_data"]
+__all__ = [
+    "ENV_NAMES",
+    "REDACTED",
+    "key_envs",
+    "known",
+    "register",
+    "register_env",
+    "scrub",
+    "scrub_data",
+]
 
 REDACTED = "[redacted]"
 _KEY_CHARS = "A-Za-z0-9"  # a secret is a whole value: not part of a longer run of these characters
@@ -48,6 +57,22 @@ def register_env(names: Iterable[str]) -> None:
     os.environ[ENV_NAMES] = ",".join(dict.fromkeys([*listed, *names]))
     for name in names:
         register(os.environ.get(name))
+
+
+def key_envs(config: object) -> list[str]:
+    """Every `api_key_env` value in a config's data (nested dicts and lists: every role and system),
+    whether or not this command uses that role: a key is a secret wherever it turns up."""
+    found: list[str] = []
+    if isinstance(config, dict):
+        for k, v in config.items():
+            if k == "api_key_env" and isinstance(v, str):
+                found.append(v)
+            else:
+                found += key_envs(v)
+    elif isinstance(config, list | tuple):
+        for v in config:
+            found += key_envs(v)
+    return list(dict.fromkeys(found))
 
 
 def _from_env() -> None:

@@ -13,16 +13,22 @@ import io
 import itertools
 import json
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from tasks.errors import FrameInputError
+from tasks.files import NotRegularFile, open_regular, within
+from tasks.meta.reports import PARQUET_LIMIT
+from tasks.score.align import shown
 from tasks.score.rubric import rubric_items
 
 __all__ = [
@@ -60,6 +66,16 @@ def rubric_decisions(
         rows = rows[rows["system"].isin(list(systems))]
     if rows.empty:
         raise ValueError(f"no {metric} decisions in the evidence table (score with --metrics rubric)")
+    credit = pd.to_numeric(rows["score"], errors="coerce").astype(float)
+    bad = ~credit.between(0.0, 1.0)  # NaN is not between
+    if bad.any():
+        at = rows[bad.values].iloc[0]
+        raw = rows["score"][bad.values].iloc[0]
+        raise ValueError(
+            f"column score: {int(bad.sum()):,} of {len(rows):,} {metric} credit(s) not a number in 0-1 "
+            f"(first: {shown(str(raw))} for {shown(str(at['instance_id']))}, {shown(str(at['system']))}, "
+            f"{shown(str(at['kind']))})"
+        )
     layer, _, item = rows["kind"].astype(str).str.partition(":").T.values
     out = pd.DataFrame(
         {
@@ -68,7 +84,7 @@ def rubric_decisions(
             "layer": layer,
             "item": np.where(item == "", layer, item),  # a kind without a layer prefix: the item itself
             "title": rows["text"].astype(str).values,
-            "credit": rows["score"].astype(float).values,
+            "credit": credit.values,
         }
     )
     out["layer"] = np.where(out["item"] == out["layer"], "", out["layer"])
@@ -86,14 +102,41 @@ def _rank() -> Any:
 def load_decisions(
     scores: str | Path, *, metric: str = "rubric", systems: Sequence[str] | None = None
 ) -> pd.DataFrame:
-    """`rubric_decisions` of a `frame score` output folder; input errors name the file or option."""
+    """`rubric_decisions` of a `frame score` output folder; input errors name the file or option. The
+    evidence table is read only when it is a regular file inside the folder (a link out of it, a FIFO
+    or a device is refused before it is opened) of at most PARQUET_LIMIT bytes."""
     path = Path(scores) / "evidence.parquet"
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise FrameInputError(path, "missing: not a `frame score` output folder")
     try:
-        return rubric_decisions(pd.read_parquet(path), metric=metric, systems=systems)
+        return rubric_decisions(_evidence(path), metric=metric, systems=systems)
     except ValueError as exc:
         raise FrameInputError("--systems" if "system(s)" in str(exc) else path, str(exc)) from None
+
+
+def _evidence(path: Path) -> pd.DataFrame:
+    """The columns rubric_decisions reads of an evidence.parquet (ValueError when unreadable)."""
+    try:
+        folder, target = path.parent.resolve(), path.resolve()
+        if not within(target, folder):
+            raise FrameInputError(path, f"leads outside its folder {path.parent} (to {target}): refused")
+        fd = open_regular(target, folder)
+    except NotRegularFile as exc:
+        raise FrameInputError(path, f"{exc}: refused") from None
+    except (OSError, RuntimeError) as exc:
+        raise FrameInputError(path, f"cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
+    with os.fdopen(fd, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > PARQUET_LIMIT:
+            raise FrameInputError(path, f"{size:,} bytes: over the {PARQUET_LIMIT:,}-byte limit of a table")
+        try:
+            parquet = pq.ParquetFile(f)
+            wanted = ("instance_id", "system", "metric", "kind", "text", "score")
+            columns = [c for c in wanted if c in parquet.schema_arrow.names]
+            return parquet.read(columns=columns).to_pandas()
+        except (pa.ArrowException, OSError) as exc:
+            line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ValueError(f"not a readable parquet file ({line[:200]})") from None
 
 
 def _item_order(decisions: pd.DataFrame) -> list[str]:

@@ -10,9 +10,9 @@ judges or more, of each judge against the other. Scores are on the 0-100 scale o
 
 from __future__ import annotations
 
-import csv
 import itertools
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,8 +24,8 @@ from schemas.scoring import Claim, GroundingText, InfoUnit
 from tasks.errors import FrameInputError
 from tasks.generate.baselines import GENERATORS, generate_report, grounding_rows_for
 from tasks.generate.runs import load_release_inputs, runs_folder
-from tasks.release.evalkit import report_file_name
-from tasks.score.align import alignment, load_scores
+from tasks.meta.reports import Generations, check_system
+from tasks.score.align import alignment, read_rows, read_table, scores_of, shown
 from tasks.score.coverage import LLMCoverageJudge, OfflineCoverageJudge
 from tasks.score.faithfulness import LLMFaithfulnessJudge, OfflineFaithfulnessJudge
 from tasks.score.inputs import grounding_of
@@ -59,23 +59,23 @@ HUMAN = "human"
 # ---------------------------------------------------------------- annotations
 
 
-def _sheet(path: Path) -> pd.DataFrame:
-    """The annotation sheet (items.csv of `frame annotate`), every column as text."""
-    if not path.is_file():
-        raise FrameInputError(path, "missing: the annotation sheet (items.csv of `frame annotate`)")
-    try:
-        sheet = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8-sig")
-    except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError, csv.Error) as exc:
-        raise FrameInputError(path, f"not a readable CSV ({str(exc).splitlines()[0]})") from None
-    missing = [c for c in SHEET_COLUMNS if c not in sheet.columns]
-    if missing:
-        raise FrameInputError(
-            path, f"missing column(s) {','.join(missing)}; expected {','.join(SHEET_COLUMNS)}"
-        )
+def _sheet_of(path: Path, rows: list[tuple[int, dict[str, str]]]) -> pd.DataFrame:
+    """The sheet's rows (SHEET_COLUMNS, as text); a repeated item_id or a system that is not a system
+    name (a path: `../../x`) is an input error naming the file."""
+    sheet = pd.DataFrame([row for _, row in rows], columns=list(SHEET_COLUMNS), dtype=object)
     dupes = sheet["item_id"][sheet["item_id"].duplicated()]
     if len(dupes):
-        raise FrameInputError(path, f"duplicate item_id {dupes.iloc[0]!r}")
+        raise FrameInputError(path, f"duplicate item_id {shown(dupes.iloc[0])}")
+    for line, row in rows:
+        check_system(row["system"], path, f"row at line {line}: ")
     return sheet
+
+
+def _sheet(path: Path) -> pd.DataFrame:
+    """The annotation sheet (items.csv of `frame annotate`), every column as text."""
+    if not os.path.lexists(path):
+        raise FrameInputError(path, "missing: the annotation sheet (items.csv of `frame annotate`)")
+    return _sheet_of(path, read_rows(path, SHEET_COLUMNS))
 
 
 def _split_id(path: Path, row: Mapping[str, str]) -> tuple[str, int]:
@@ -84,11 +84,11 @@ def _split_id(path: Path, row: Mapping[str, str]) -> tuple[str, int]:
     head, _, metric = head.rpartition("|")
     if head != f"{row['instance_id']}|{row['system']}" or not index.isdigit():
         raise FrameInputError(
-            path, f"item_id {row['item_id']!r} is not <instance_id>|<system>|<metric>|<index> of its row"
+            path, f"item_id {shown(row['item_id'])} is not <instance_id>|<system>|<metric>|<index> of its row"
         )
     if metric not in METRICS:
         raise FrameInputError(
-            path, f"item {row['item_id']!r}: metric {metric!r} is not one of {', '.join(METRICS)}"
+            path, f"item {shown(row['item_id'])}: metric {shown(metric)} is not one of {', '.join(METRICS)}"
         )
     return metric, int(index)
 
@@ -101,13 +101,18 @@ def load_annotations(human: str | Path, items: str | Path | None = None) -> pd.D
     of the sheet without a human score are left out; a human score for an item not in the sheet, or an
     item id that does not name its metric and index, is an input error."""
     human = Path(human)
-    scores = load_scores(human)
-    has_sheet = set(SHEET_COLUMNS) <= set(pd.read_csv(human, nrows=0, encoding="utf-8-sig").columns)
-    sheet_path = human if has_sheet and items is None else Path(items or human.with_name("items.csv"))
-    sheet = _sheet(sheet_path)
+    header, rows = read_table(human, ("item_id", "score"), SHEET_COLUMNS)
+    scores = scores_of(human, rows)
+    if set(SHEET_COLUMNS) <= set(header) and items is None:
+        sheet_path, sheet = human, _sheet_of(human, rows)
+    else:
+        sheet_path = Path(items or human.with_name("items.csv"))
+        sheet = _sheet(sheet_path)
     unknown = sorted(set(scores) - set(sheet["item_id"]))
     if unknown:
-        raise FrameInputError(human, f"item_id {unknown[0]!r} is not in the annotation sheet {sheet_path}")
+        raise FrameInputError(
+            human, f"item_id {shown(unknown[0])} is not in the annotation sheet {sheet_path}"
+        )
     sheet = sheet[sheet["item_id"].isin(set(scores))].copy()
     parsed = [_split_id(sheet_path, row) for row in sheet.to_dict("records")]
     sheet["metric"] = [m for m, _ in parsed]
@@ -128,55 +133,39 @@ class ItemSource(Protocol):
     def grounding(self, instance_id: str) -> Sequence[GroundingText]: ...
 
 
-def _error(value: Any) -> str | None:
-    """A generation's error ("" / null / NaN: none; older generations files have no such column)."""
-    return value if isinstance(value, str) and value else None
-
-
 class ReleaseSource:
     """Reports and grounding documents of a release: `gold` is the gold report, another system's report
     comes from `<generations>/<system>/generations.parquet`, else `<system>/reports/<instance>.md`
     (default generations: the release's data/generations/<name>/<version>), and a builtin baseline with
-    neither is regenerated (it is deterministic)."""
+    neither is regenerated (it is deterministic). A system must be a system name, and only the one file
+    needed is read, inside the generations folder (tasks.meta.reports): a link out of it, a FIFO or an
+    oversized file is an input error naming the file."""
 
     def __init__(self, release: str | Path, generations: str | Path | None = None) -> None:
         self.release = Path(release)
         instances, self._rows = load_release_inputs(self.release)
         self.instances = {str(r["instance_id"]): r for r in instances.to_dict("records")}
         self.generations = Path(generations) if generations else runs_folder(self.release, GOLD).parent
-        self._reports: dict[str, dict[str, tuple[str, str | None]]] = {}
+        self._stored = Generations(self.generations)
 
     def _instance(self, instance_id: str) -> dict[str, Any]:
         if instance_id not in self.instances:
-            raise FrameInputError(self.release, f"no instance {instance_id!r} in this release")
+            raise FrameInputError(self.release, f"no instance {shown(instance_id)} in this release")
         return self.instances[instance_id]
-
-    def _generated(self, system: str) -> dict[str, tuple[str, str | None]] | None:
-        """{instance_id: (markdown, error)} of a system's generations file (None when there is none)."""
-        if system not in self._reports:
-            path = self.generations / system / "generations.parquet"
-            if not path.is_file():
-                return None
-            gens = pd.read_parquet(path)
-            self._reports[system] = {
-                str(r["instance_id"]): (str(r["markdown"] or ""), _error(r.get("error")))
-                for r in gens.to_dict("records")
-            }
-        return self._reports[system]
 
     def report(self, instance_id: str, system: str) -> str:
         inst = self._instance(instance_id)
         if system == GOLD:
             return str(inst["target_markdown"])
-        got = self._generated(system)
+        got = self._stored.table(system)  # checks the system name first
         if got is not None:
             if instance_id not in got or got[instance_id][1]:
                 why = got[instance_id][1] if instance_id in got else "no report"
-                raise FrameInputError(self.generations / system, f"{instance_id}: {why}")
+                raise FrameInputError(self.generations / system, f"{instance_id}: {shown(why, quoted=False)}")
             return got[instance_id][0]
-        file = self.generations / system / "reports" / f"{report_file_name(instance_id)}.md"
-        if file.is_file():
-            return file.read_text(encoding="utf-8")
+        text = self._stored.report_file(system, instance_id)
+        if text is not None:
+            return text
         if system in GENERATORS:
             rows = grounding_rows_for(inst, self._rows.get(str(inst["grounding_set_id"]), []))
             return generate_report(system, inst, rows)

@@ -18,15 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from schemas.evaluation import BUILTIN_NAMES
 from schemas.scoring import ScoreSettings
 from tasks.errors import FrameInputError
 from tasks.generate.runs import load_release_inputs, runs_folder
 from tasks.generate.systems import builtin_systems, make_system
-from tasks.release.evalkit import report_file_name
-from tasks.score.align import group_agreement, ranking_rows
+from tasks.meta.reports import Generations, check_system
+from tasks.score.align import group_agreement, ranking_rows, shown
 from tasks.score.structural_similarity import FlatTree, batched_similarity, node_fields, project_array
 from tasks.score.tree import report_tree
 
@@ -157,25 +156,12 @@ class Ranked:
 def load_rankings(path: str | Path) -> list[Ranked]:
     """Rows of a CSV ``group_id,system,human_rank[,score]`` (the format of `frame align --rankings`; the
     score column, when present, is ignored). FrameInputError (one line, naming the row) for a missing
-    file or column, an empty group_id/system, a non-numeric rank or a repeated (group_id, system)."""
-    return [Ranked(g, s, rank, line) for line, g, s, rank, _ in ranking_rows(path, with_score=False)]
-
-
-def _stored_reports(folder: Path) -> dict[str, str]:
-    """{instance_id: report} of one system's generations folder (generations.parquet; failed rows left
-    out), else of its reports/*.md keyed by file stem."""
-    parquet = folder / "generations.parquet"
-    if parquet.is_file():
-        df = pd.read_parquet(parquet)
-        if not {"instance_id", "markdown"} <= set(df.columns):
-            raise FrameInputError(parquet, "not a generations table: needs columns instance_id, markdown")
-        if "error" in df.columns:
-            df = df[df["error"].isna()]
-        return {str(i): str(m) for i, m in zip(df["instance_id"], df["markdown"], strict=True)}
-    reports = folder / "reports"
-    if not reports.is_dir():
-        return {}
-    return {p.stem: p.read_text(encoding="utf-8") for p in sorted(reports.glob("*.md"))}
+    file or column, an empty group_id/system, a system that is not a system name (a path), a
+    non-numeric rank or a repeated (group_id, system)."""
+    rows = ranking_rows(path, with_score=False)
+    for line, _, system, _, _ in rows:
+        check_system(system, path, f"row at line {line}: ")
+    return [Ranked(g, s, rank, line) for line, g, s, rank, _ in rows]
 
 
 def load_reports(
@@ -184,36 +170,42 @@ def load_reports(
     """(gold report Y per group_id, report per (group_id, system)) for the rankings' rows.
 
     `gold` is the release's target report. Any other system's report is read from
-    ``<generations>/<system>/`` (default: the release's `data/generations/<name>/<version>/`); a builtin
-    (copy-sample, extractive) with no report there is generated in-process. `where` names the rankings
-    file in errors (a group_id that is no instance of the release, a report that cannot be found)."""
+    ``<generations>/<system>/`` (default: the release's `data/generations/<name>/<version>/`): its
+    generations.parquet (failed rows left out), else its reports/<stem>.md; only that file is read, and
+    only inside the generations folder (tasks.meta.reports). A builtin (copy-sample, extractive) with no
+    report there is generated in-process. `where` names the rankings file in errors (a system that is
+    not a system name, a group_id that is no instance of the release, a report that cannot be found)."""
+    for r in rankings:
+        check_system(r.system, where, f"row at line {r.line}: ")
     instances, by_set = load_release_inputs(release)
     rows = {str(r["instance_id"]): r for r in instances.to_dict("records")}
     root = generations if generations is not None else runs_folder(release, GOLD).parent
-    stored: dict[str, dict[str, str]] = {}
+    stored = Generations(root)
     gold: dict[str, str] = {}
     reports: dict[tuple[str, str], str] = {}
     for r in rankings:
         inst = rows.get(r.group_id)
         if inst is None:
             raise FrameInputError(
-                where, f"row at line {r.line}: group_id {r.group_id!r} is no instance of {release}"
+                where, f"row at line {r.line}: group_id {shown(r.group_id)} is no instance of {release}"
             )
         gold[r.group_id] = str(inst["target_markdown"])
         if r.system == GOLD:
             reports[(r.group_id, r.system)] = gold[r.group_id]
             continue
-        if r.system not in stored:
-            stored[r.system] = _stored_reports(root / r.system)
-        found = stored[r.system]
-        text = found.get(r.group_id, found.get(report_file_name(r.group_id)))
+        table = stored.table(r.system)
+        if table is not None:
+            markdown, error = table.get(r.group_id, (None, None))
+            text = markdown if error is None else None
+        else:
+            text = stored.report_file(r.system, r.group_id)
         if text is None and r.system in BUILTIN_NAMES:
             system = make_system(r.system, builtin_systems()[r.system], cache_dir=root)
             text = system.generate(inst, by_set.get(str(inst["grounding_set_id"]), [])).markdown
         if text is None:
             raise FrameInputError(
                 where,
-                f"row at line {r.line}: no report of system {r.system!r} for {r.group_id!r} in "
+                f"row at line {r.line}: no report of system {r.system!r} for {shown(r.group_id)} in "
                 f"{root / r.system} (run `frame generate --system {r.system}` or give --generations)",
             )
         reports[(r.group_id, r.system)] = text

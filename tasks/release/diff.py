@@ -5,15 +5,17 @@ whose columns changed are reported as `schema_changed`."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
-from pydantic import ValidationError
 
 from schemas.release import SCHEMAS_BY_VERSION, TABLE_KEYS, ReleaseManifest
 from tasks.errors import FrameInputError
+from tasks.release import members
+from tasks.release.members import shown
 from tasks.release.read import upgrade_table
 from tasks.release.write import row_digests
 
@@ -30,12 +32,10 @@ MANIFEST_FIELDS = (
 
 
 def _manifest(folder: Path) -> ReleaseManifest:
-    try:
-        m = ReleaseManifest.model_validate_json((folder / "manifest.json").read_bytes())
-    except OSError as e:
-        raise FrameInputError(folder / "manifest.json", f"cannot read ({e.strerror or e})") from e
-    except ValidationError as e:
-        raise FrameInputError(folder / "manifest.json", f"invalid manifest: {e.errors()[0]['msg']}") from e
+    """The manifest of a release folder someone hands frame: the folder holds only regular files
+    (members.check_release_folder), the manifest is read and validated by members.load_manifest."""
+    members.check_release_folder(folder)
+    m = members.load_manifest(folder)
     _known_schema(folder, m)
     return m
 
@@ -50,33 +50,42 @@ def _known_schema(folder: Path, m: ReleaseManifest) -> None:
 
 
 def _key_text(key: tuple) -> str:
-    return " | ".join("" if v is None else str(v) for v in key)
+    """A key as printed: its columns joined by " | ", control characters escaped, at most 120 characters."""
+    return shown(" | ".join("" if v is None else str(v) for v in key))
+
+
+def _key_id(key: tuple) -> str:
+    """A key as compared: the digest of its full values (two keys that print alike stay two)."""
+    return hashlib.sha256(json.dumps(key, default=str, ensure_ascii=False).encode()).hexdigest()
 
 
 def _keyed(
-    folder: Path, manifest: ReleaseManifest, name: str
-) -> tuple[pa.Table, dict[str, list[str]], pa.Schema] | None:
-    """(table in the current schema, key text -> sorted row hashes (a list: facts keys may repeat),
-    the schema of the file as written)."""
+    folder: Path, manifest: ReleaseManifest, name: str, budget: members.Budget | None = None
+) -> tuple[pa.Table, dict[str, tuple[str, list[str]]], pa.Schema] | None:
+    """(table in the current schema, key id -> (key text, sorted row hashes: a list, facts keys may
+    repeat), the schema of the file as written). Only a table file the manifest lists is read, as a
+    regular file inside the release, within its decoding budget (tasks.release.members)."""
     entry = manifest.tables.get(name)
     if entry is None:
         return None
-    try:
-        written = pq.read_table(folder / entry.file)
-    except (OSError, pa.ArrowException) as e:
-        raise FrameInputError(folder / entry.file, f"cannot read parquet ({type(e).__name__})") from e
+    if entry.file not in manifest.files:
+        raise FrameInputError(
+            folder / entry.file, f"table {name}: its file is not listed in manifest.json files: refused"
+        )
+    written = members.read_table(folder, name, required=[], budget=budget)
     try:
         table = upgrade_table(name, written, manifest.schema_version)
-    except (KeyError, TypeError, ValueError, pa.ArrowException) as e:
+    except (KeyError, TypeError, ValueError, RecursionError, pa.ArrowException) as e:
         raise FrameInputError(
-            folder / entry.file, f"not a {name} table of schema version {manifest.schema_version} ({e})"
-        ) from e
+            folder / entry.file,
+            f"not a {name} table of schema version {manifest.schema_version} ({shown(e, 200)})",
+        ) from None
     keys = TABLE_KEYS.get(name) or tuple(table.column_names)
     cols = [table.column(k).to_pylist() if k in table.column_names else [None] * table.num_rows for k in keys]
-    out: dict[str, list[str]] = {}
+    out: dict[str, tuple[str, list[str]]] = {}
     for key, digest in zip(zip(*cols, strict=True), row_digests(table), strict=True):
-        out.setdefault(_key_text(key), []).append(digest)
-    for v in out.values():
+        out.setdefault(_key_id(key), (_key_text(key), []))[1].append(digest)
+    for _, v in out.values():
         v.sort()
     return table, out, written.schema
 
@@ -108,12 +117,12 @@ def diff_releases(
         rows_b = kb[0].num_rows if kb else None
         ha = ka[1] if ka else {}
         hb = kb[1] if kb else {}
-        changed = sorted(k for k in ha.keys() & hb.keys() if ha[k] != hb[k])
+        changed = sorted(ha[k][0] for k in ha.keys() & hb.keys() if ha[k][1] != hb[k][1])
         tables[name] = {
             "rows_a": rows_a,
             "rows_b": rows_b,
-            "added": sorted(hb.keys() - ha.keys()),
-            "removed": sorted(ha.keys() - hb.keys()),
+            "added": sorted(hb[k][0] for k in hb.keys() - ha.keys()),
+            "removed": sorted(ha[k][0] for k in ha.keys() - hb.keys()),
             "changed": len(changed),
             "changed_keys": changed,
             "schema_changed": bool(ka and kb and not ka[2].equals(kb[2])),
@@ -136,15 +145,19 @@ def diff_releases(
 
 
 def _short(v: Any) -> str:
+    """A manifest value for the card: a sha256 cut to 12, backends by name, lists and maps by size; any
+    text escaped and cut (`members.shown`)."""
     if isinstance(v, str):
-        return v[:12] if len(v) == 64 and all(c in "0123456789abcdef" for c in v) else v
+        return v[:12] if len(v) == 64 and all(c in "0123456789abcdef" for c in v) else shown(v)
     if isinstance(v, list) and all(isinstance(x, dict) and set(x) == {"backend", "model"} for x in v):
-        return ", ".join(f"{x['backend']}/{x['model']}" for x in v) or "none"
+        return shown(", ".join(f"{x['backend']}/{x['model']}" for x in v[:10]) or "none", 300) + (
+            f" and {len(v) - 10} more" if len(v) > 10 else ""
+        )
     if isinstance(v, list):
         return f"{len(v)} entries"
     if isinstance(v, dict):
         return f"{len(v)} entries"
-    return str(v)
+    return shown(v)
 
 
 def _code(key: str) -> str:
@@ -164,7 +177,8 @@ def format_diff_markdown(d: dict[str, Any], max_keys: int = 10) -> str:
             if field == "prompt_hashes":
                 pa_, pb_ = v["a"] or {}, v["b"] or {}
                 roles = sorted(r for r in set(pa_) | set(pb_) if pa_.get(r) != pb_.get(r))
-                lines.append(f"- prompt_hashes: changed for {', '.join(roles)}")
+                more = f" and {len(roles) - 10} more" if len(roles) > 10 else ""
+                lines.append(f"- prompt_hashes: changed for {shown(', '.join(roles[:10]), 300)}{more}")
             elif field == "schema_version":
                 lines.append(
                     f"- schema_version: {v['a']} -> {v['b']} (column types changed; rows compared by content)"
@@ -186,9 +200,9 @@ def format_diff_markdown(d: dict[str, Any], max_keys: int = 10) -> str:
     for name, t in d["tables"].items():
         for label, keys in (("added", t["added"]), ("removed", t["removed"]), ("changed", t["changed_keys"])):
             if keys and name != "facts":
-                shown = ", ".join(_code(k) for k in keys[:max_keys])
+                listed = ", ".join(_code(k) for k in keys[:max_keys])
                 more = f" and {len(keys) - max_keys:,} more" if len(keys) > max_keys else ""
-                details.append(f"- {name} {label}: {shown}{more}")
+                details.append(f"- {name} {label}: {listed}{more}")
         if t["schema_changed"]:
             details.append(f"- {name}: schema changed")
     if details:

@@ -27,6 +27,7 @@ from schemas.release import ReleaseManifest
 from schemas.release_rows import document_metadata
 from tasks.atomic import atomic_write_bytes
 from tasks.errors import FrameInputError
+from tasks.release import members
 from tasks.release.read import read_release_table
 from tasks.release.verify import release_files, sha256_file, verify_release
 
@@ -103,14 +104,15 @@ def _check_out(out: Path) -> None:
 
 
 def _load(release: Path) -> tuple[ReleaseManifest, list[dict], list[dict], str]:
+    members.check_release_folder(release)  # only regular files: nothing read through a link, no FIFO
     report = verify_release(release)
     if not report.ok:
         raise FrameInputError(release, f"release does not verify: {report.problems[0]}")
-    manifest = ReleaseManifest.model_validate_json((release / "manifest.json").read_bytes())
+    manifest = members.load_manifest(release)
     # in the current schema, whatever version the release was written in: one kit format
     instances = read_release_table(release, "instances", manifest.schema_version).to_pylist()
     docs = read_release_table(release, "grounding_documents", manifest.schema_version).to_pylist()
-    return manifest, instances, docs, sha256_file(release / "manifest.json")
+    return manifest, instances, docs, members.sha256_member(release, members.MANIFEST)
 
 
 def _digest(text: str) -> str:
@@ -339,7 +341,7 @@ def verify_eval_kit(folder: Path) -> list[str]:
     folder = Path(folder)
     try:
         listed: dict[str, str] = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["files"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         return [f"{MANIFEST}: unreadable ({type(exc).__name__})"]
     problems = []
     for rel, sha in sorted(listed.items()):

@@ -25,11 +25,13 @@ import pyarrow.compute as pc
 
 from tasks.markdown.document import parse
 from tasks.markdown.periods import Period, names_period, snapshot_period, stale_mentions
-from tasks.release.read import read_release_table
+from tasks.release.members import check_release_folder
+from tasks.release.read import read_release_table, release_schema_version
 
 __all__ = ["DEI", "StaleHeading", "check_gold", "stale_headings"]
 
 DEI = ("dei:DocumentFiscalYearFocus", "dei:DocumentFiscalPeriodFocus")
+INSTANCE_COLUMNS = ("instance_id", "category", "domain", "t_sample", "t_target", "target_report_id")
 
 
 @dataclass(frozen=True)
@@ -116,13 +118,16 @@ def check_gold(folder: str | Path) -> list[StaleHeading]:
     """`stale_headings` of the release in `folder` (its instances, reports, dei facts and, only for a
     filing snapshot without dei facts, its grounding documents)."""
     folder = Path(folder)
-    instances = read_release_table(folder, "instances").to_pylist()
-    reports = read_release_table(folder, "reports").select(["report_id", "markdown"]).to_pylist()
+    check_release_folder(folder)  # only regular files: nothing read through a link, no FIFO opened
+    version = release_schema_version(folder)
+    # the columns read below: a table without them is one line naming it, never a KeyError
+    instances = read_release_table(folder, "instances", version, INSTANCE_COLUMNS).to_pylist()
+    reports = read_release_table(folder, "reports", version, ["report_id", "markdown"])
+    reports = reports.select(["report_id", "markdown"]).to_pylist()
     facts: list[dict] = []
     if (folder / "facts.parquet").is_file():
-        table = read_release_table(folder, "facts").select(
-            ["domain", "snapshot", "concept", "displayed_text"]
-        )
+        columns = ["domain", "snapshot", "concept", "displayed_text"]
+        table = read_release_table(folder, "facts", version, columns).select(columns)
         wanted = pa.array(DEI).cast(table["concept"].type)
         facts = table.filter(pc.is_in(table["concept"], value_set=wanted)).to_pylist()
     grounding: dict[tuple[str, str], list[str]] | None = None
@@ -132,9 +137,8 @@ def check_gold(folder: str | Path) -> list[StaleHeading]:
         if grounding is None:
             grounding = {}
             if (folder / "grounding_documents.parquet").is_file():
-                rows = read_release_table(folder, "grounding_documents").select(
-                    ["domain", "snapshot", "markdown"]
-                )
+                columns = ["domain", "snapshot", "markdown"]
+                rows = read_release_table(folder, "grounding_documents", version, columns).select(columns)
                 for r in rows.to_pylist():
                     grounding.setdefault((str(r["domain"]), str(r["snapshot"])), []).append(
                         str(r["markdown"])

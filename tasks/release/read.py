@@ -7,31 +7,30 @@ readers below tasks.release (synthesis, grounding) use `schemas.release_rows` di
 
 from __future__ import annotations
 
-import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from schemas.release import RELEASE_SCHEMA_VERSION, SCHEMAS_BY_VERSION, TABLE_SCHEMAS
 from schemas.release_rows import upgrade_row
 from tasks.errors import FrameInputError
+from tasks.release import members
 
 __all__ = ["read_release_table", "release_schema_version", "upgrade_table"]
 
 
 def release_schema_version(folder: str | Path) -> int:
-    """The table schema version of a release folder (manifest.json; 1 when it records none)."""
-    path = Path(folder) / "manifest.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise FrameInputError(path, f"cannot read ({type(e).__name__})") from e
+    """The table schema version of a release folder (manifest.json; 1 when it records none). The
+    manifest is read as every release member is (tasks.release.members: a regular file inside the
+    folder, at most members.MAX_MANIFEST_BYTES)."""
+    path = Path(folder) / members.MANIFEST
+    data = members.read_json(folder, members.MANIFEST)
     version = data.get("schema_version", 1) if isinstance(data, dict) else None
     if not isinstance(version, int) or version not in SCHEMAS_BY_VERSION:
         raise FrameInputError(
             path,
-            f"schema_version {version!r} is not one this frame reads "
+            f"schema_version {members.shown(repr(version), 60)} is not one this frame reads "
             f"({', '.join(map(str, sorted(SCHEMAS_BY_VERSION)))}): update frame",
         )
     return version
@@ -46,13 +45,19 @@ def upgrade_table(name: str, table: pa.Table, version: int) -> pa.Table:
     return pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)
 
 
-def read_release_table(folder: str | Path, name: str, version: int | None = None) -> pa.Table:
-    """Release table `name` of `folder` (its `<name>.parquet`) in the current schema."""
+def read_release_table(
+    folder: str | Path, name: str, version: int | None = None, required: Sequence[str] = ()
+) -> pa.Table:
+    """Release table `name` of `folder` (its `<name>.parquet`) in the current schema: a regular file
+    inside the folder holding the `required` columns, decoded within its budget (tasks.release.members);
+    FrameInputError naming the file otherwise."""
     folder = Path(folder)
     version = release_schema_version(folder) if version is None else version
-    path = folder / f"{name}.parquet"
+    table = members.read_table(folder, name, required=list(required))
     try:
-        table = pq.read_table(path)
-    except (OSError, pa.ArrowException) as e:
-        raise FrameInputError(path, f"cannot read parquet ({type(e).__name__})") from e
-    return upgrade_table(name, table, version)
+        return upgrade_table(name, table, version)
+    except (KeyError, TypeError, ValueError, RecursionError, pa.ArrowException) as e:
+        raise FrameInputError(
+            folder / f"{name}.parquet",
+            f"not a {name} table of schema version {version} ({type(e).__name__}: {members.shown(e, 200)})",
+        ) from None

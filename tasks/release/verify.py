@@ -4,12 +4,13 @@ inputs.json)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pydantic import BaseModel, Field, ValidationError
 
 from schemas.release import (
@@ -23,9 +24,34 @@ from schemas.release import (
     schema_fingerprint,
     snapshot_date,
 )
-from tasks.manifest import check_folder, describe, files_below, manifest_digest, read_manifest, sha256_file
+from tasks.errors import FrameInputError
+from tasks.manifest import (
+    check_folder,
+    describe,
+    entries_below,
+    files_below,
+    manifest_digest,
+    read_manifest,
+    sha256_file,
+)
+from tasks.release import members
+from tasks.release.members import MANIFEST, MAX_MANIFEST_BYTES, Budget, shown
+
+__all__ = [
+    "INPUTS_FILE",
+    "VerifyReport",
+    "check_integrity",
+    "duplicate_keys",
+    "inputs_json",
+    "release_files",
+    "schema_difference",
+    "sha256_file",
+    "verify_deep",
+    "verify_release",
+]
 
 MAX_PROBLEMS = 200
+MAX_INPUTS = 100_000
 # {"folders": {"grounding/<domain>/<snapshot>" | "reports/<domain>/<snapshot>": manifest digest}}
 INPUTS_FILE = "inputs.json"
 
@@ -64,13 +90,17 @@ def schema_difference(found: pa.Schema, expected: pa.Schema) -> str:
 
 
 def duplicate_keys(name: str, table: pa.Table) -> list[str]:
+    """The keys (" | "-joined, as `shown`) that repeat in `table`, one per repetition. Only a digest of
+    each key is kept while looking, one batch of rows at a time."""
     keys = TABLE_KEYS[name]
-    seen: set[tuple] = set()
+    seen: set[bytes] = set()
     dups: list[str] = []
-    for row in zip(*(table.column(k).to_pylist() for k in keys), strict=True):
-        if row in seen:
-            dups.append(" | ".join("" if v is None else str(v) for v in row))
-        seen.add(row)
+    for batch in table.select(list(keys)).to_batches(max_chunksize=4096):
+        for row in zip(*(batch.column(i).to_pylist() for i in range(len(keys))), strict=True):
+            digest = hashlib.sha256(json.dumps(row, default=str, ensure_ascii=False).encode()).digest()
+            if digest in seen:
+                dups.append(shown(" | ".join("" if v is None else str(v) for v in row)))
+            seen.add(digest)
     return dups
 
 
@@ -146,30 +176,42 @@ def check_integrity(tables: Mapping[str, pa.Table]) -> list[str]:
 
 def verify_release(path: str | Path) -> VerifyReport:
     """Recompute every checksum, compare schemas and row counts with the manifest, check that every
-    instance's reports and grounding documents exist and that no unlisted file is present."""
+    instance's reports and grounding documents exist and that no unlisted file is present.
+
+    Only regular files inside the folder are read (`tasks.release.members`): a symbolic link, FIFO,
+    device or socket is listed as a problem and never opened, a table file the manifest does not list is
+    never read, and a table that decodes to far more than its size is refused unread."""
     folder = Path(path)
     problems: list[str] = []
     rows: dict[str, int] = {}
     checked: list[str] = []
 
     def done() -> VerifyReport:
-        shown = problems[:MAX_PROBLEMS]
+        shown_ = [members.line(p) for p in problems[:MAX_PROBLEMS]]
         if len(problems) > MAX_PROBLEMS:
-            shown.append(f"... and {len(problems) - MAX_PROBLEMS} more problems")
+            shown_.append(f"... and {len(problems) - MAX_PROBLEMS} more problems")
         return VerifyReport(
-            path=str(folder), ok=not problems, problems=shown, rows=rows, checked_files=checked
+            path=str(folder), ok=not problems, problems=shown_, rows=rows, checked_files=checked
         )
 
     if not folder.is_dir():
         problems.append(f"{folder}: not a release folder")
         return done()
-    try:
-        manifest = ReleaseManifest.model_validate_json((folder / "manifest.json").read_bytes())
-    except OSError as e:
-        problems.append(f"manifest.json: cannot read ({e.strerror or e})")
+    # every entry that is not a regular file: never opened, never hashed, never read as a table
+    special = {rel: kind for rel, kind in entries_below(folder, exclude="") if kind is not None}
+    for rel, kind in sorted(special.items()):
+        problems.append(f"{rel}: {kind}: a release holds only regular files (not read)")
+    if MANIFEST in special:
         return done()
+    try:
+        data = members.read_member(folder, MANIFEST, MAX_MANIFEST_BYTES)
+    except FrameInputError as e:
+        problems.append(f"{MANIFEST}: {e.problem}")
+        return done()
+    try:
+        manifest = ReleaseManifest.model_validate_json(data)
     except ValidationError as e:
-        problems.append(f"manifest.json: invalid: {e.errors()[0]['loc']}: {e.errors()[0]['msg']}")
+        problems.append(f"{MANIFEST}: invalid: {members.validation_problem(e)}")
         return done()
 
     if folder.name != manifest.version or folder.parent.name != manifest.name:
@@ -179,18 +221,21 @@ def verify_release(path: str | Path) -> VerifyReport:
         )
 
     for rel, sha in sorted(manifest.files.items()):
-        p = folder / rel
-        if not p.is_file():
-            problems.append(f"{rel}: listed in manifest.json but missing")
+        if any(rel == s or rel.startswith(f"{s}/") for s in special):
+            continue  # reported above (a file below a linked folder is not opened either)
+        try:
+            actual = members.sha256_member(folder, rel)
+        except FrameInputError as e:
+            problem = "listed in manifest.json but missing" if e.problem == "missing" else e.problem
+            problems.append(f"{rel}: {problem}")
             continue
         checked.append(rel)
-        actual = sha256_file(p)
         if actual != sha:
             problems.append(f"{rel}: sha256 mismatch (manifest {sha[:12]}, file {actual[:12]})")
     if "README.md" not in manifest.files:
         problems.append("README.md: dataset card not listed in manifest.json")
     for rel in release_files(folder):
-        if rel not in manifest.files:
+        if rel not in manifest.files and rel not in special:
             problems.append(f"{rel}: unlisted file (not in manifest.json files)")
 
     schemas = SCHEMAS_BY_VERSION.get(manifest.schema_version)
@@ -200,17 +245,18 @@ def verify_release(path: str | Path) -> VerifyReport:
             f"(up to {RELEASE_SCHEMA_VERSION}): update frame"
         )
         return done()
-    loaded: dict[str, pa.Table] = {}
     for name in REQUIRED_TABLES:
         if name not in manifest.tables:
             problems.append(f"{name}: required table missing from manifest.json")
+    readable = {}  # name -> entry of the tables to read: listed, regular files
     for name, entry in sorted(manifest.tables.items()):
         expected = schemas.get(name)
         if expected is None:
             problems.append(f"{entry.file}: unknown table {name!r}")
             continue
-        if entry.file not in manifest.files:
-            problems.append(f"{entry.file}: table {name} file not listed in manifest.json files")
+        listed = entry.file in manifest.files
+        if not listed:
+            problems.append(f"{entry.file}: table {name} file not listed in manifest.json files (not read)")
         elif manifest.files[entry.file] != entry.sha256:
             problems.append(f"{entry.file}: tables.{name}.sha256 differs from files entry")
         if entry.schema_fingerprint != schema_fingerprint(expected):
@@ -218,24 +264,31 @@ def verify_release(path: str | Path) -> VerifyReport:
                 f"{entry.file}: schema_fingerprint differs from the {name} schema of version "
                 f"{manifest.schema_version}"
             )
-        p = folder / entry.file
-        if not p.is_file():
-            if entry.file in manifest.files:
-                continue  # already reported as missing
-            problems.append(f"{entry.file}: missing")
-            continue
+        if listed and entry.file in checked:  # missing and special files are reported above
+            readable[name] = entry
+    # all tables together decode to at most what one table may (members.table_budget) of their total size
+    sizes = 0
+    for e in readable.values():
         try:
-            pf = pq.ParquetFile(p)
-            diff = schema_difference(pf.schema_arrow, expected)
-            rows[name] = pf.metadata.num_rows
-            if diff:
-                problems.append(f"{entry.file}: schema differs from {name}: {diff}")
-            if pf.metadata.num_rows != entry.rows:
-                problems.append(f"{entry.file}: {pf.metadata.num_rows} rows, manifest says {entry.rows}")
-            if not diff:
-                loaded[name] = pf.read()
-        except (OSError, pa.ArrowException) as e:
-            problems.append(f"{entry.file}: unreadable parquet ({type(e).__name__}: {str(e)[:200]})")
+            sizes += os.lstat(folder / e.file).st_size
+        except OSError:
+            pass  # gone since it was hashed: reading it says so
+    budget = Budget(members.table_budget(sizes))
+    loaded: dict[str, pa.Table] = {}
+    for name, entry in sorted(readable.items()):
+        expected = schemas[name]
+        try:
+            with members.open_parquet(folder, entry.file) as (pf, where, size):
+                diff = schema_difference(pf.schema_arrow, expected)
+                rows[name] = pf.metadata.num_rows
+                if diff:
+                    problems.append(f"{entry.file}: schema differs from {name}: {shown(diff, 300)}")
+                if pf.metadata.num_rows != entry.rows:
+                    problems.append(f"{entry.file}: {pf.metadata.num_rows} rows, manifest says {entry.rows}")
+                if not diff:
+                    loaded[name] = members.decode(pf, where, size, budget=budget)
+        except FrameInputError as e:
+            problems.append(f"{entry.file}: {e.problem}")
             continue
         if name in loaded and name in UNIQUE_KEY_TABLES:
             dups = duplicate_keys(name, loaded[name])
@@ -254,20 +307,34 @@ def inputs_json(folders: Mapping[str, str]) -> bytes:
 
 def _recorded_inputs(release: Path) -> dict[str, str]:
     """The folders of `release/inputs.json`; ValueError (one line) when it is absent or not one."""
-    path = release / INPUTS_FILE
-    if not path.is_file():
-        raise ValueError("missing (a release written before frame recorded its input folders)")
     try:
-        folders = json.loads(path.read_text(encoding="utf-8"))["folders"]
-        ok = isinstance(folders, dict) and all(
-            isinstance(k, str) and isinstance(v, str) for k, v in folders.items()
-        )
-    except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError):
-        ok = False
+        data = members.read_json(release, INPUTS_FILE)
+    except FrameInputError as exc:
+        if exc.problem == "missing":
+            raise ValueError("missing (a release written before frame recorded its input folders)") from None
+        raise ValueError(exc.problem) from None
+    folders = data.get("folders") if isinstance(data, dict) else None
+    ok = (
+        isinstance(folders, dict)
+        and len(folders) <= MAX_INPUTS
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in folders.items())
+    )
     # keys are data-folder-relative `top/domain/snapshot`: nothing recorded may point outside it
-    if not ok or any(".." in Path(k).parts or Path(k).is_absolute() for k in folders):
+    if not ok or not all(_input_key(k) for k in folders):
         raise ValueError("not an inputs record")
     return folders
+
+
+def _input_key(key: str) -> bool:
+    """A data-folder-relative folder name: relative, no '..', '.' or empty part, printable, bounded."""
+    parts = key.split("/")
+    return (
+        0 < len(key) <= 1000
+        and not key.startswith("/")
+        and "\\" not in key
+        and all(p not in ("", ".", "..") for p in parts)
+        and shown(key, 1000) == key
+    )
 
 
 def verify_deep(release: str | Path, data_dir: str | Path) -> list[str]:

@@ -1,27 +1,43 @@
 """Judge-human alignment metrics (SPEC §4, paper 000 §4.4): score agreement (pa@0, pa@25, qwk, icc3_1,
 icc_a1) and ranking agreement (Spearman r, Kendall tau-b) between an automated judge and human annotators.
 
+Input files are what a user brings (docs/security.md): a CSV is read only when it is a regular file of at
+most MAX_CSV_BYTES (a link the user gives is followed; a FIFO or device is refused before it is opened),
+with at most MAX_CSV_ROWS data rows, and an error never shows more of it than a few column names or
+values, each cut to SHOWN_CHARS characters, escaped, and scrubbed of known keys.
+
 Specification: docs/metrics/alignment.md
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
+import os
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tasks.errors import FrameInputError
+from tasks.files import NotRegularFile, read_regular
+from tasks.llm.redact import scrub
 
 __all__ = [
     "GRID",
+    "MAX_CSV_BYTES",
+    "MAX_CSV_ROWS",
     "group_agreement",
     "ranking_rows",
     "number",
     "read_rows",
+    "read_table",
+    "scores_of",
+    "shown",
     "alignment",
     "bin_score",
     "icc",
@@ -37,25 +53,72 @@ __all__ = [
 
 GRID: tuple[float, ...] = (0.0, 25.0, 50.0, 75.0, 100.0)
 _PA_TOL = 1e-9
+MAX_CSV_BYTES = 64 * 1024 * 1024  # an input CSV larger than this is refused before it is read
+MAX_CSV_ROWS = 1_000_000  # data rows of one input CSV
+SHOWN_CHARS = 100  # characters of one value (an item id, a system) an error message shows
+SHOWN_NAME_CHARS = 40  # characters of one column name an error message shows
+SHOWN_COLUMNS = 5  # column names an error message shows
 
 
 # --------------------------------------------------------------------------------------------- CSV input
 
 
-def read_rows(path: str | Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
-    """Read a CSV with a header; return (line number, row) pairs. Raises FrameInputError on bad shape."""
-    p = Path(path)
-    if not p.exists():
-        raise FrameInputError(p, "file not found")
-    if not p.is_file():
-        raise FrameInputError(p, "not a regular file")
+def shown(value: str, quoted: bool = True, limit: int = SHOWN_CHARS) -> str:
+    """A value read from an input file as an error message shows it: known keys scrubbed, escaped like
+    repr (no control character or line break reaches the terminal), cut to `limit` characters."""
+    text = scrub(str(value))
+    cut = text[:limit]
+    out = repr(cut) if quoted else repr(cut)[1:-1]
+    return out + (f"... ({len(text):,} characters)" if len(text) > limit else "")
+
+
+def _plain_name(name: str) -> bool:
+    """A column name an error may show: short, printable, not `KEY=value` / `Name: value` text."""
+    return len(name) <= SHOWN_NAME_CHARS and name.isprintable() and not any(c in name for c in "=:")
+
+
+def _columns(header: Sequence[str]) -> str:
+    """The header as an error describes it: its size and at most SHOWN_COLUMNS plain names; anything
+    else (a line of a key file, of /proc/self/environ, of megabytes) only by its length."""
+    names = [shown(h) if _plain_name(h) else f"<{len(h):,} characters, not shown>" for h in header]
+    more = f" and {len(header) - SHOWN_COLUMNS:,} more" if len(header) > SHOWN_COLUMNS else ""
+    return f"{len(header):,} column(s): {', '.join(names[:SHOWN_COLUMNS])}{more}"
+
+
+def _text(p: Path) -> str:
+    """The text of the CSV file `p`: a regular file (a link is followed) of at most MAX_CSV_BYTES."""
     try:
-        text = p.read_text(encoding="utf-8-sig")
+        target = p.resolve(strict=True)
+    except FileNotFoundError:
+        raise FrameInputError(p, "file not found") from None
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a loop of links
+        raise FrameInputError(p, f"cannot read file ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        size = os.stat(target).st_size
+        if size > MAX_CSV_BYTES:
+            raise FrameInputError(p, f"{size:,} bytes: over the {MAX_CSV_BYTES:,}-byte limit of an input CSV")
+        data = read_regular(target, MAX_CSV_BYTES + 1)
+    except NotRegularFile as exc:
+        raise FrameInputError(p, f"{exc}: refused") from None
+    except OSError as exc:
+        raise FrameInputError(p, f"cannot read file ({exc.strerror or exc})") from None
+    if len(data) > MAX_CSV_BYTES:  # a file that grew, or one whose size stat does not know (/proc)
+        raise FrameInputError(p, f"more than {MAX_CSV_BYTES:,} bytes: over the limit of an input CSV")
+    try:
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise FrameInputError(p, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise FrameInputError(p, f"cannot read file ({exc.strerror})") from None
-    reader = csv.reader(text.splitlines())
+
+
+def read_table(
+    path: str | Path, required: tuple[str, ...], optional: tuple[str, ...] = ()
+) -> tuple[list[str], list[tuple[int, dict[str, str]]]]:
+    """(header, [(line number, row)]) of a CSV with a header; each row holds the `required` columns and
+    those of `optional` the header has (values stripped). FrameInputError (one line naming the file) for
+    a file that is missing, not a regular file, over MAX_CSV_BYTES or MAX_CSV_ROWS, not UTF-8, without a
+    required column or with one twice, or with a row of another width."""
+    p = Path(path)
+    reader = csv.reader(io.StringIO(_text(p), newline=""))  # lines end at \n, \r\n or \r only
     try:
         header = next(reader)
     except StopIteration:
@@ -67,9 +130,16 @@ def read_rows(path: str | Path, required: tuple[str, ...]) -> list[tuple[int, di
     if missing:
         raise FrameInputError(
             p,
-            f"missing column(s) {','.join(missing)}; header is {','.join(header) or '(empty)'}"
-            f", expected {','.join(required)}",
+            f"missing column(s) {','.join(missing)}; expected {','.join(required)}, the header has "
+            f"{_columns(header)}",
         )
+    for c in (*required, *optional):
+        at = [k + 1 for k, h in enumerate(header) if h == c]
+        if len(at) > 1:
+            raise FrameInputError(
+                p, f"column {shown(c)} appears {len(at)} times in the header (columns {at[0]} and {at[1]})"
+            )
+    keep = [(k, h) for k, h in enumerate(header) if h in required or h in optional]
     rows: list[tuple[int, dict[str, str]]] = []
     try:
         for fields in reader:
@@ -80,12 +150,21 @@ def read_rows(path: str | Path, required: tuple[str, ...]) -> list[tuple[int, di
                 raise FrameInputError(
                     p, f"row at line {line} has {len(fields)} fields, header has {len(header)}"
                 )
-            rows.append((line, {h: f.strip() for h, f in zip(header, fields, strict=True)}))
+            if len(rows) >= MAX_CSV_ROWS:
+                raise FrameInputError(
+                    p, f"more than {MAX_CSV_ROWS:,} data rows: over the limit of an input CSV"
+                )
+            rows.append((line, {h: fields[k].strip() for k, h in keep}))
     except csv.Error as exc:
         raise FrameInputError(p, f"malformed CSV at line {reader.line_num} ({exc})") from None
     if not rows:
         raise FrameInputError(p, "no data rows")
-    return rows
+    return header, rows
+
+
+def read_rows(path: str | Path, required: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
+    """(line number, row) pairs of a CSV with a header (read_table, the `required` columns only)."""
+    return read_table(path, required)[1]
 
 
 def number(path: str | Path, line: int, column: str, raw: str) -> float:
@@ -94,8 +173,32 @@ def number(path: str | Path, line: int, column: str, raw: str) -> float:
     except ValueError:
         value = math.nan
     if not math.isfinite(value):
-        raise FrameInputError(path, f"row at line {line}: {column} {raw!r} is not a finite number")
+        raise FrameInputError(path, f"row at line {line}: {column} {shown(raw)} is not a finite number")
     return value
+
+
+def scores_of(path: str | Path, rows: Sequence[tuple[int, dict[str, str]]]) -> dict[str, float]:
+    """``{item_id: score}`` of rows read with columns item_id, score (load_scores' checks)."""
+    scores: dict[str, float] = {}
+    first_line: dict[str, int] = {}
+    for line, row in rows:
+        item = row["item_id"]
+        if not item:
+            raise FrameInputError(path, f"row at line {line}: empty item_id")
+        value = number(path, line, "score", row["score"])
+        if not 0.0 <= value <= 100.0:
+            raise FrameInputError(
+                path,
+                f"row at line {line} (item_id={shown(item, quoted=False)}): score {value:g} outside 0-100",
+            )
+        if item in scores:
+            raise FrameInputError(
+                path,
+                f"row at line {line}: duplicate item_id {shown(item)} (first at line {first_line[item]})",
+            )
+        scores[item] = value
+        first_line[item] = line
+    return scores
 
 
 def load_scores(path: str | Path) -> dict[str, float]:
@@ -105,22 +208,7 @@ def load_scores(path: str | Path) -> dict[str, float]:
     its line number) for a missing file, missing columns, an empty item_id, a non-numeric or
     out-of-range score, or a duplicate item_id.
     """
-    scores: dict[str, float] = {}
-    first_line: dict[str, int] = {}
-    for line, row in read_rows(path, ("item_id", "score")):
-        item = row["item_id"]
-        if not item:
-            raise FrameInputError(path, f"row at line {line}: empty item_id")
-        value = number(path, line, "score", row["score"])
-        if not 0.0 <= value <= 100.0:
-            raise FrameInputError(path, f"row at line {line} (item_id={item}): score {value:g} outside 0-100")
-        if item in scores:
-            raise FrameInputError(
-                path, f"row at line {line}: duplicate item_id {item!r} (first at line {first_line[item]})"
-            )
-        scores[item] = value
-        first_line[item] = line
-    return scores
+    return scores_of(path, read_rows(path, ("item_id", "score")))
 
 
 # ------------------------------------------------------------------------------------------ score metrics
@@ -189,7 +277,8 @@ def alignment(human: dict[str, float], judge: dict[str, float]) -> dict[str, Any
 
     Keys: ``pa@0``, ``pa@25`` (fractions), ``qwk`` (judge *and* human rounded half-up to the nearest of
     0/25/50/75/100; human scores should already be on that grid), ``icc3_1``, ``icc_a1`` (``None`` when
-    undefined) and ``n``. Raises :class:`FrameInputError` when no item_id is shared.
+    undefined; ``qwk`` too with fewer than two items) and ``n``. Raises :class:`FrameInputError` when no
+    item_id is shared.
     """
     items = sorted(set(human) & set(judge))
     if not items:
@@ -203,7 +292,7 @@ def alignment(human: dict[str, float], judge: dict[str, float]) -> dict[str, Any
     return {
         "pa@0": percentage_agreement(h, j, 0.0),
         "pa@25": percentage_agreement(h, j, 25.0),
-        "qwk": quadratic_weighted_kappa(bin_score(h), bin_score(j)),
+        "qwk": quadratic_weighted_kappa(bin_score(h), bin_score(j)) if len(items) >= 2 else None,
         "icc3_1": icc3,
         "icc_a1": icca,
         "n": len(items),
@@ -241,13 +330,23 @@ def spearman_r(x: np.ndarray, y: np.ndarray) -> float | None:
     return float((dx * dy).sum()) / den
 
 
+_PAIRWISE_MAX = 256  # up to this many members tau-b counts the pairs directly (exact, no scipy import)
+
+
 def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> float | None:
-    """Kendall tau-b (tie-corrected); ``None`` if undefined. O(n^2), fine for per-group system lists."""
+    """Kendall tau-b (tie-corrected); ``None`` if undefined (fewer than two members, or every x or every
+    y tied). Up to _PAIRWISE_MAX members it counts the n(n-1)/2 pairs (sign matrices); above, scipy's
+    O(n log n) tau-b, so that memory stays linear in n (a group of 20,000 members: milliseconds)."""
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     n = len(x)
     if n < 2:
         return None
+    if n > _PAIRWISE_MAX:
+        from scipy.stats import kendalltau
+
+        tau = float(kendalltau(x, y, variant="b", method="asymptotic").statistic)
+        return tau if math.isfinite(tau) else None
     iu = np.triu_indices(n, k=1)
     sx = np.sign(x[:, None] - x[None, :])[iu]
     sy = np.sign(y[:, None] - y[None, :])[iu]
@@ -297,7 +396,7 @@ def ranking_rows(path: str | Path, with_score: bool = True) -> list[RankingRow]:
         if (group, system) in seen:
             raise FrameInputError(
                 path,
-                f"row at line {line}: duplicate system {system!r} in group {group!r} "
+                f"row at line {line}: duplicate system {shown(system)} in group {shown(group)} "
                 f"(first at line {seen[(group, system)]})",
             )
         seen[(group, system)] = line
@@ -343,11 +442,55 @@ def _dumps(result: dict[str, Any]) -> str:
     return json.dumps(_rounded(result), sort_keys=True, indent=2, allow_nan=False)
 
 
-def main_json(human_csv: str | Path, judge_csv: str | Path) -> str:
-    """JSON text (sorted keys, floats rounded to 6 places, undefined -> null) of :func:`alignment`."""
+def _stderr_warning(text: str) -> None:
+    print(f"frame: warning: {text}", file=sys.stderr)
+
+
+def _first(ids: Sequence[str], k: int = 3) -> str:
+    return ", ".join(shown(i) for i in ids[:k]) + (", ..." if len(ids) > k else "")
+
+
+def main_json(
+    human_csv: str | Path,
+    judge_csv: str | Path,
+    allow_partial: bool = False,
+    warn: Callable[[str], None] = _stderr_warning,
+) -> str:
+    """JSON text (sorted keys, floats rounded to 6 places, undefined -> null) of :func:`alignment`.
+
+    What the join leaves out is said through `warn` (default: a `frame: warning:` line on stderr): how
+    many items and the first ids. An error: no shared item, or fewer than half of the human items with a
+    judge score (unless `allow_partial`). A side whose every score is <= 1 while the other's go above 1
+    is warned about (a 0-1 scale where 0-100 is expected)."""
     human, judge = load_scores(human_csv), load_scores(judge_csv)
-    if not set(human) & set(judge):
+    shared = set(human) & set(judge)
+    if not shared:
         raise FrameInputError(judge_csv, f"no item_id in common with the human scores in {human_csv}")
+    unjudged = sorted(set(human) - shared)
+    if 2 * len(shared) < len(human) and not allow_partial:
+        raise FrameInputError(
+            judge_csv,
+            f"scores only {len(shared):,} of the {len(human):,} human items of {human_csv} (first missing: "
+            f"{_first(unjudged)}): fewer than half match; check the files, or pass --allow-partial",
+        )
+    if unjudged:
+        warn(
+            f"{judge_csv}: no score for {len(unjudged):,} of the {len(human):,} human items of {human_csv} "
+            f"(first: {_first(unjudged)}): left out, n = {len(shared):,}"
+        )
+    unrated = sorted(set(judge) - shared)
+    if unrated:
+        warn(
+            f"{human_csv}: no human score for {len(unrated):,} of the {len(judge):,} items of {judge_csv} "
+            f"(first: {_first(unrated)}): left out"
+        )
+    sides = ((human_csv, max(human.values())), (judge_csv, max(judge.values())))
+    for (path, top), (other, other_top) in (sides, sides[::-1]):
+        if top <= 1.0 < other_top:
+            warn(
+                f"{path}: every score is <= 1 while those of {other} reach {other_top:g}: both must be on "
+                f"the 0-100 scale (a 0-1 score times 100)"
+            )
     return _dumps(alignment(human, judge))
 
 

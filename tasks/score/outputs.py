@@ -18,6 +18,8 @@ import pandas as pd
 
 from schemas.scoring import EVIDENCE_SCHEMA, SCORES_SCHEMA, MetricResult, ScoreSettings
 from tasks.atomic import atomic_write_bytes, atomic_write_text
+from tasks.errors import FrameInputError
+from tasks.release import members
 from tasks.score.metric import parquet_bytes
 from tasks.tokens import count_tokens
 
@@ -154,7 +156,9 @@ def instance_features(release: Path, instances: pd.DataFrame) -> pd.DataFrame:
     """Per instance: gold length (o200k tokens), grounding length (tokens of G), gold table count."""
     from tasks.instances import report_shape
 
-    docs = pd.read_parquet(release / "grounding_documents.parquet", columns=["grounding_set_id", "tokens"])
+    docs = members.read_table(
+        release, "grounding_documents", columns=["grounding_set_id", "tokens"], required=[]
+    ).to_pandas()
     g_tokens = docs.groupby("grounding_set_id")["tokens"].sum()
     rows = []
     for inst in instances.to_dict("records"):
@@ -216,13 +220,22 @@ def _now() -> str:
 
 
 def release_id(release: Path) -> str:
-    """The release scored, named portably: `<name>/<version>` (never its folder on this machine)."""
+    """The release scored, named portably: `<name>/<version>` (never its folder on this machine). The
+    manifest is read as any release member (tasks.release.members: a regular file inside the release, at
+    most MAX_MANIFEST_BYTES); its folder's names when it has no usable name and version."""
     try:
-        m = json.loads((release / "manifest.json").read_text(encoding="utf-8"))
-        return f"{m['name']}/{m['version']}"
-    except (OSError, ValueError, KeyError, TypeError):
-        return f"{release.parent.name}/{release.name}"
+        m = members.read_json(release, members.MANIFEST)
+    except FrameInputError:
+        m = None
+    name, version = (m.get("name"), m.get("version")) if isinstance(m, dict) else (None, None)
+    if not (isinstance(name, str) and isinstance(version, str)):
+        name, version = release.parent.name, release.name
+    return f"{members.shown(name, 64)}/{members.shown(version, 64)}"
 
 
 def _file_sha(path: Path) -> str | None:
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+    """sha256 of a release's member `path` (a regular file inside the release); None when there is none."""
+    try:
+        return members.sha256_member(path.parent, path.name)
+    except FrameInputError:
+        return None
