@@ -812,6 +812,16 @@ def release_verify(
     raise typer.Exit(0 if not problems else 1)
 
 
+def _release_tables(release: Path) -> None:
+    """A release whose instances table is there: a FIFO or link in its place (or anywhere in the
+    folder) is named as such by _release_folder, not reported "missing"."""
+    import os
+
+    if not os.path.lexists(release / "instances.parquet"):
+        raise FrameInputError(release / "instances.parquet", "missing: not a frame release folder")
+    _release_folder(release)
+
+
 def _release_folder(path: Path) -> None:
     """Bad input (exit 2), not a failed check (exit 1): a path that is no folder, a folder with neither a
     manifest nor any table of a release, or one holding anything but regular files and folders (a
@@ -889,8 +899,7 @@ def generate_cmd(
 
     try:
         ev, llm, data_dir, _ = _eval_or_build_config(config)
-        if not (release / "instances.parquet").is_file():
-            raise FrameInputError(release / "instances.parquet", "missing: not a frame release folder")
+        _release_tables(release)
         if system == "gold":
             raise FrameInputError("--system", "gold is the release's own target report: nothing to generate")
         from tasks.generate.systems import select_systems
@@ -949,8 +958,7 @@ def _score_request(release: Path, metrics: str, ev: Any, **settings: Any):
     from schemas.scoring import ScoreSettings
     from tasks.score.registry import DEFAULT, selectable
 
-    if not (release / "instances.parquet").is_file():
-        raise FrameInputError(release / "instances.parquet", "missing: not a frame release folder")
+    _release_tables(release)
     given = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else []
     chosen = given or (list(ev.score.metrics) if ev is not None and ev.score.metrics else list(DEFAULT))
     if any(m not in selectable() for m in chosen) or len(set(chosen)) != len(chosen):

@@ -266,6 +266,15 @@ def test_a_fifo_anywhere_in_the_release_is_reported_never_opened(case):
     assert "reports.parquet: a FIFO: a release holds only regular files (not read)" in problems
     contained(case, before, *runs)
 
+    (case.release / "extra.fifo").unlink()
+    (case.release / "instances.parquet").unlink()
+    os.mkfifo(case.release / "instances.parquet")  # the table every system reads: named, not "missing"
+    before = listing(case.release)
+    for args in (["generate", "--system", "copy-sample"], ["score", "--systems", "copy-sample", "--dry-run"]):
+        runs.append(case.frame(args[0], "--release", str(case.release), *args[1:]))
+        one_line(runs[-1], "instances.parquet: not a regular file (a FIFO)")
+    contained(case, before, *runs)
+
 
 # ---------------------------------------------------------------- H2: table files out of the release
 
