@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
+from flows.configs import eval_or_build_config
 from flows.meta import meta_app
 from flows.places import not_in_release
 from flows.terminal import FrameTyper, print_table, progress_bar
@@ -860,23 +861,6 @@ def release_diff(
     print(json.dumps(d, indent=2, default=str) if as_json else format_diff_markdown(d))
 
 
-def _llm_settings(config: Path | None):
-    """LLM settings from --config's [llm] (or the defaults), with the FRAME_LLM_* env overrides."""
-    from schemas.config import LLMSettings, load_config
-
-    if config is not None:
-        cfg = load_config(config)
-        return cfg.llm.resolved(), Path(cfg.build.data_dir)
-    return LLMSettings().resolved(), None
-
-
-def _run_settings(config: Path | None):
-    """Where tasks run: --config's [run] (or the defaults), with the FRAME_TASK_RUNNER overrides."""
-    from schemas.config import RunSettings, load_config
-
-    return (load_config(config).run if config is not None else RunSettings()).resolved()
-
-
 @app.command("generate")
 def generate_cmd(
     release: Annotated[Path, typer.Option("--release", help="data/releases/<name>/<version>")],
@@ -898,7 +882,7 @@ def generate_cmd(
     from flows.generate import generate_all
 
     try:
-        ev, llm, data_dir, _ = _eval_or_build_config(config)
+        ev, llm, data_dir, _ = eval_or_build_config(config)
         _release_tables(release)
         if system == "gold":
             raise FrameInputError("--system", "gold is the release's own target report: nothing to generate")
@@ -921,34 +905,6 @@ def generate_cmd(
     print(f"generations: {out} ({len(made) - len(failed)} of {len(made)} report(s))")
     if failed:
         raise typer.Exit(1)
-
-
-def _eval_or_build_config(config: Path | None):
-    """(evaluation config or None, the build config's [llm] or the defaults, its data dir, its [run]).
-    A TOML with [systems], [judge], [embedder] or [score] is an evaluation config (schemas.evaluation)."""
-    import tomllib
-
-    from schemas.config import RunSettings
-    from schemas.evaluation import load_eval_config
-    from tasks.llm import redact
-
-    if config is not None and config.is_file():
-        try:
-            keys = set(tomllib.loads(config.read_text(encoding="utf-8")))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
-            keys = set()  # load_config below names the problem
-        if keys & {"systems", "judge", "embedder", "score", "evolve"}:
-            ev = load_eval_config(config)
-            # every key the config names is a secret from now on, used by this command or not: never
-            # passed to a program by a pass_env glob, scrubbed from whatever frame writes
-            redact.register_env(redact.key_envs(ev.model_dump()))
-            data_dir = Path(ev.build.data_dir) if ev.build is not None else None
-            llm, _ = _llm_settings(None)
-            redact.register_env([llm.api_key_env])
-            return ev, llm, data_dir, ev.run.resolved()
-    llm, data_dir = _llm_settings(config)
-    redact.register_env([llm.api_key_env])
-    return None, llm, data_dir, _run_settings(config) if config is not None else RunSettings().resolved()
 
 
 def _score_request(release: Path, metrics: str, ev: Any, **settings: Any):
@@ -1114,7 +1070,7 @@ def _score_plan(
     import os
     from types import SimpleNamespace
 
-    ev, llm, data_dir, run = _eval_or_build_config(config)
+    ev, llm, data_dir, run = eval_or_build_config(config)
     data_dir = _data_folder(release, data_dir)
     if start_server:
         from flows.settings import configure_prefect

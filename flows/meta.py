@@ -194,13 +194,14 @@ def structure_cmd(
 def _judges_for(release: Path, kinds: str | None, config: Path | None, embedder: str):
     """{kind: ItemJudge}: `kinds` (default: offline, plus openai when an endpoint is configured by
     --config's [judge] / [llm] or FRAME_LLM_*), on `frame score`'s embedding cache."""
-    from flows.cli import _data_folder, _eval_or_build_config
+    from flows.configs import eval_or_build_config
     from schemas.config import LLMSettings
     from schemas.scoring import ScoreSettings
     from tasks.meta.judge import JUDGE_KINDS, make_judges
+    from tasks.release.place import release_data_folder
     from tasks.score.metric import JudgeEnv
 
-    ev, llm, data_dir, _ = _eval_or_build_config(config)
+    ev, llm, data_dir, _ = eval_or_build_config(config)
     judge_llm = ev.judge_settings() if ev is not None and ev.judge is not None else llm
     if judge_llm is not None and (judge_llm.backend != "openai" or not judge_llm.base_url):
         judge_llm = None
@@ -216,7 +217,7 @@ def _judges_for(release: Path, kinds: str | None, config: Path | None, embedder:
             "--judges",
             "openai needs an endpoint: FRAME_LLM_BACKEND=openai and FRAME_LLM_BASE_URL, or --config",
         )
-    cache_dir = Path(os.environ.get("FRAME_CACHE_DIR") or _data_folder(release, data_dir) / "cache")
+    cache_dir = Path(os.environ.get("FRAME_CACHE_DIR") or release_data_folder(release, data_dir) / "cache")
     embed_llm = LLMSettings().resolved() if embedder != "minilm" else None
     env = JudgeEnv(ScoreSettings(embedder=embedder), judge_llm, cache_dir, embed_llm)
     return make_judges(env, names)

@@ -32,6 +32,7 @@ from tasks.manifest import pid_alive
 __all__ = [
     "SERVER_DEFAULTS",
     "check_server",
+    "refresh_prefect_settings",
     "record_path",
     "running_server",
     "server_status",
@@ -422,10 +423,17 @@ def _uvicorn(port: int, settings_env: dict[str, str], out=None) -> subprocess.Po
     return subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
 
 
+def refresh_prefect_settings() -> None:
+    """Prefect reads its settings from the environment once, on import: when a command has imported it
+    already (to plan its work), refresh them so that environment changes take effect."""
+    import sys
+
+    if "prefect.context" in sys.modules:
+        sys.modules["prefect.context"].refresh_global_settings_context()
+
+
 def _point_prefect_at(url: str) -> None:
     os.environ["PREFECT_API_URL"] = url
-    from flows.settings import refresh_prefect_settings
-
     refresh_prefect_settings()
 
 

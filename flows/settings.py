@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from flows.server import refresh_prefect_settings, running_server
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -29,21 +31,10 @@ def configure_prefect(data_dir: Path | None = None, result_storage: Path | None 
     # A server started by `frame server start` for this data folder saves every command the start of
     # Prefect's temporary server; an explicit PREFECT_API_URL wins.
     if "PREFECT_API_URL" not in os.environ:
-        from flows.server import running_server
-
         found = running_server(data_dir)
         if found is not None:
             os.environ["PREFECT_API_URL"] = found["url"]
     refresh_prefect_settings()
-
-
-def refresh_prefect_settings() -> None:
-    """Prefect reads its settings from the environment once, on import: when a command has imported it
-    already (to plan its work), refresh them so that environment changes take effect."""
-    import sys
-
-    if "prefect.context" in sys.modules:
-        sys.modules["prefect.context"].refresh_global_settings_context()
 
 
 def route_prefect_console(log_file: Path | None = None) -> None:

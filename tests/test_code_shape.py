@@ -81,3 +81,36 @@ def test_markdown_headings_are_parsed_in_one_place():
                 if _HEADING_SYNTAX.search(line):
                     offenders.append(f"{rel}:{i}: {line.strip()[:90]}")
     assert not offenders, "use tasks.markdown instead of a heading regex:\n" + "\n".join(offenders)
+
+
+def _imports() -> dict[str, set[str]]:
+    """Every module of flows/, tasks/ and schemas/ -> the modules of those packages it imports anywhere
+    (at the top or inside a function: a deferred import still ties the two modules together)."""
+    modules = {}
+    for pkg in ("flows", "tasks", "schemas"):
+        for path in (ROOT / pkg).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+            modules[name] = path
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            found: list[str] = []
+            if isinstance(node, ast.Import):
+                found = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            graph[name] |= {m for m in found if m in modules and m != name}
+    return graph
+
+
+def test_no_module_import_cycle():
+    """Issue 33: the cycles flows.cli <-> flows.meta, flows.server <-> flows.settings and
+    tasks.generate.systems <-> tasks.generate.command are gone, and no new one may come."""
+    import graphlib
+
+    graph = _imports()
+    assert {"flows.meta", "flows.configs", "tasks.errors"} <= graph["flows.cli"]  # the scan sees imports
+    try:
+        list(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as exc:
+        raise AssertionError(f"import cycle: {' -> '.join(exc.args[1])}") from None

@@ -69,6 +69,9 @@ def test_a_config_that_is_a_fifo_or_a_link_to_a_huge_file_is_refused_without_rea
         ["build", "--config", str(link), "--release", "r", "--version", "0.1.0", "--dry-run"], tmp_path
     )
     one_line(res, "big.toml", "more than 4,194,304 bytes: not a config")
+    # an evaluation config is looked into first (is it one?): bounded the same way
+    res = frame(["score", "--release", str(tmp_path), "--config", str(link), "--dry-run"], tmp_path)
+    one_line(res, "big.toml", "more than 4,194,304 bytes: not a config")
     assert time.monotonic() - start < 30
     evaluation = tmp_path / "eval-fifo.toml"
     os.mkfifo(evaluation)

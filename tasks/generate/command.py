@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.files import NotRegularFile, read_regular, within
-from tasks.generate.systems import Generation, without_target
+from tasks.generate.generation import Generation, without_target
 
 __all__ = [
     "INSTANCE_DIR_ENV",

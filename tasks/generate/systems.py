@@ -16,7 +16,6 @@ import difflib
 import shutil
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -32,6 +31,7 @@ from schemas.evaluation import (
     system_identity,
 )
 from tasks.errors import ConfigError, FrameInputError
+from tasks.generate.generation import Generation, without_target
 
 __all__ = [
     "BuiltinReportSystem",
@@ -46,29 +46,6 @@ __all__ = [
     "select_systems",
     "without_target",
 ]
-
-
-@dataclass(frozen=True)
-class Generation:
-    """One system's outcome for one instance: a report, or a one-line error (exactly one of them)."""
-
-    instance_id: str
-    markdown: str | None
-    metadata: dict[str, Any]
-    error: str | None
-
-    def __post_init__(self) -> None:
-        if (self.markdown is None) == (self.error is None):
-            raise ValueError(f"{self.instance_id}: a Generation has either markdown or an error")
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-
-def without_target(instance: Mapping[str, Any]) -> dict[str, Any]:
-    """The instance as a system may see it: no target report (no *_markdown field but S)."""
-    return {k: v for k, v in instance.items() if not (k.endswith("_markdown") and k != "sample_markdown")}
 
 
 @runtime_checkable

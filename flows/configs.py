@@ -1,0 +1,49 @@
+"""The settings a command resolves from --config: an evaluation config, or a build config's [llm] and
+[run], with the FRAME_* environment overrides. Every key a config names is registered as a secret here,
+before any step (tasks.llm.redact)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["eval_or_build_config", "llm_settings", "run_settings"]
+
+
+def llm_settings(config: Path | None):
+    """LLM settings from --config's [llm] (or the defaults), with the FRAME_LLM_* env overrides."""
+    from schemas.config import LLMSettings, load_config
+
+    if config is not None:
+        cfg = load_config(config)
+        return cfg.llm.resolved(), Path(cfg.build.data_dir)
+    return LLMSettings().resolved(), None
+
+
+def run_settings(config: Path | None):
+    """Where tasks run: --config's [run] (or the defaults), with the FRAME_TASK_RUNNER overrides."""
+    from schemas.config import RunSettings, load_config
+
+    return (load_config(config).run if config is not None else RunSettings()).resolved()
+
+
+def eval_or_build_config(config: Path | None):
+    """(evaluation config or None, the build config's [llm] or the defaults, its data dir, its [run]).
+    A TOML with [systems], [judge], [embedder] or [score] is an evaluation config (schemas.evaluation)."""
+    from schemas.config import RunSettings, read_toml
+    from schemas.evaluation import load_eval_config
+    from tasks.llm import redact
+
+    if config is not None and config.is_file():
+        keys = set(read_toml(config))  # bounded, one line when it is no TOML
+        if keys & {"systems", "judge", "embedder", "score", "evolve"}:
+            ev = load_eval_config(config)
+            # every key the config names is a secret from now on, used by this command or not: never
+            # passed to a program by a pass_env glob, scrubbed from whatever frame writes
+            redact.register_env(redact.key_envs(ev.model_dump()))
+            data_dir = Path(ev.build.data_dir) if ev.build is not None else None
+            llm, _ = llm_settings(None)
+            redact.register_env([llm.api_key_env])
+            return ev, llm, data_dir, ev.run.resolved()
+    llm, data_dir = llm_settings(config)
+    redact.register_env([llm.api_key_env])
+    return None, llm, data_dir, run_settings(config) if config is not None else RunSettings().resolved()
