@@ -174,6 +174,111 @@ def check_integrity(tables: Mapping[str, pa.Table]) -> list[str]:
     return problems
 
 
+def _manifest(folder: Path, special: Mapping[str, str], problems: list[str]) -> ReleaseManifest | None:
+    """The release's manifest, or None with the problem recorded (unreadable, not a regular file, invalid)."""
+    if MANIFEST in special:
+        return None
+    try:
+        data = members.read_member(folder, MANIFEST, MAX_MANIFEST_BYTES)
+    except FrameInputError as e:
+        problems.append(f"{MANIFEST}: {e.problem}")
+        return None
+    try:
+        return ReleaseManifest.model_validate_json(data)
+    except ValidationError as e:
+        problems.append(f"{MANIFEST}: invalid: {members.validation_problem(e)}")
+        return None
+
+
+def _check_files(
+    folder: Path, manifest: ReleaseManifest, special: Mapping[str, str], problems: list[str]
+) -> list[str]:
+    """Hash every listed file (never one below a special entry); report mismatches, missing and unlisted
+    files. Returns the files whose sha256 was checked."""
+    checked = []
+    for rel, sha in sorted(manifest.files.items()):
+        if any(rel == s or rel.startswith(f"{s}/") for s in special):
+            continue  # reported already (a file below a linked folder is not opened either)
+        try:
+            actual = members.sha256_member(folder, rel)
+        except FrameInputError as e:
+            problem = "listed in manifest.json but missing" if e.problem == "missing" else e.problem
+            problems.append(f"{rel}: {problem}")
+            continue
+        checked.append(rel)
+        if actual != sha:
+            problems.append(f"{rel}: sha256 mismatch (manifest {sha[:12]}, file {actual[:12]})")
+    if "README.md" not in manifest.files:
+        problems.append("README.md: dataset card not listed in manifest.json")
+    for rel in release_files(folder):
+        if rel not in manifest.files and rel not in special:
+            problems.append(f"{rel}: unlisted file (not in manifest.json files)")
+    return checked
+
+
+def _readable_tables(
+    manifest: ReleaseManifest, schemas: Mapping[str, pa.Schema], checked: list[str], problems: list[str]
+) -> dict:
+    """{name: entry} of the tables to read (known, listed, hashed); every entry's defects reported."""
+    for name in REQUIRED_TABLES:
+        if name not in manifest.tables:
+            problems.append(f"{name}: required table missing from manifest.json")
+    readable = {}
+    for name, entry in sorted(manifest.tables.items()):
+        expected = schemas.get(name)
+        if expected is None:
+            problems.append(f"{entry.file}: unknown table {name!r}")
+            continue
+        listed = entry.file in manifest.files
+        if not listed:
+            problems.append(f"{entry.file}: table {name} file not listed in manifest.json files (not read)")
+        elif manifest.files[entry.file] != entry.sha256:
+            problems.append(f"{entry.file}: tables.{name}.sha256 differs from files entry")
+        if entry.schema_fingerprint != schema_fingerprint(expected):
+            problems.append(
+                f"{entry.file}: schema_fingerprint differs from the {name} schema of version "
+                f"{manifest.schema_version}"
+            )
+        if listed and entry.file in checked:  # missing and special files are reported already
+            readable[name] = entry
+    return readable
+
+
+def _load_tables(
+    folder: Path, readable: Mapping, schemas: Mapping[str, pa.Schema], problems: list[str], rows: dict
+) -> dict[str, pa.Table]:
+    """The readable tables whose schema matches, decoded within one budget; schema, row-count and
+    duplicate-key problems reported, `rows` filled."""
+    # all tables together decode to at most what one table may (members.table_budget) of their total size
+    sizes = 0
+    for e in readable.values():
+        try:
+            sizes += os.lstat(folder / e.file).st_size
+        except OSError:
+            pass  # gone since it was hashed: reading it says so
+    budget = Budget(members.table_budget(sizes))
+    loaded: dict[str, pa.Table] = {}
+    for name, entry in sorted(readable.items()):
+        try:
+            with members.open_parquet(folder, entry.file) as (pf, where, size):
+                diff = schema_difference(pf.schema_arrow, schemas[name])
+                rows[name] = pf.metadata.num_rows
+                if diff:
+                    problems.append(f"{entry.file}: schema differs from {name}: {shown(diff, 300)}")
+                if pf.metadata.num_rows != entry.rows:
+                    problems.append(f"{entry.file}: {pf.metadata.num_rows} rows, manifest says {entry.rows}")
+                if not diff:
+                    loaded[name] = members.decode(pf, where, size, budget=budget)
+        except FrameInputError as e:
+            problems.append(f"{entry.file}: {e.problem}")
+            continue
+        if name in loaded and name in UNIQUE_KEY_TABLES:
+            dups = duplicate_keys(name, loaded[name])
+            if dups:
+                problems.append(f"{entry.file}: {len(dups)} duplicate keys, e.g. {dups[0]!r}")
+    return loaded
+
+
 def verify_release(path: str | Path) -> VerifyReport:
     """Recompute every checksum, compare schemas and row counts with the manifest, check that every
     instance's reports and grounding documents exist and that no unlisted file is present.
@@ -201,43 +306,15 @@ def verify_release(path: str | Path) -> VerifyReport:
     special = {rel: kind for rel, kind in entries_below(folder, exclude="") if kind is not None}
     for rel, kind in sorted(special.items()):
         problems.append(f"{rel}: {kind}: a release holds only regular files (not read)")
-    if MANIFEST in special:
+    manifest = _manifest(folder, special, problems)
+    if manifest is None:
         return done()
-    try:
-        data = members.read_member(folder, MANIFEST, MAX_MANIFEST_BYTES)
-    except FrameInputError as e:
-        problems.append(f"{MANIFEST}: {e.problem}")
-        return done()
-    try:
-        manifest = ReleaseManifest.model_validate_json(data)
-    except ValidationError as e:
-        problems.append(f"{MANIFEST}: invalid: {members.validation_problem(e)}")
-        return done()
-
     if folder.name != manifest.version or folder.parent.name != manifest.name:
         problems.append(
             f"manifest.json: names release {manifest.name} {manifest.version}, folder is "
             f"{folder.parent.name}/{folder.name}"
         )
-
-    for rel, sha in sorted(manifest.files.items()):
-        if any(rel == s or rel.startswith(f"{s}/") for s in special):
-            continue  # reported above (a file below a linked folder is not opened either)
-        try:
-            actual = members.sha256_member(folder, rel)
-        except FrameInputError as e:
-            problem = "listed in manifest.json but missing" if e.problem == "missing" else e.problem
-            problems.append(f"{rel}: {problem}")
-            continue
-        checked.append(rel)
-        if actual != sha:
-            problems.append(f"{rel}: sha256 mismatch (manifest {sha[:12]}, file {actual[:12]})")
-    if "README.md" not in manifest.files:
-        problems.append("README.md: dataset card not listed in manifest.json")
-    for rel in release_files(folder):
-        if rel not in manifest.files and rel not in special:
-            problems.append(f"{rel}: unlisted file (not in manifest.json files)")
-
+    checked += _check_files(folder, manifest, special, problems)
     schemas = SCHEMAS_BY_VERSION.get(manifest.schema_version)
     if schemas is None:
         problems.append(
@@ -245,56 +322,8 @@ def verify_release(path: str | Path) -> VerifyReport:
             f"(up to {RELEASE_SCHEMA_VERSION}): update frame"
         )
         return done()
-    for name in REQUIRED_TABLES:
-        if name not in manifest.tables:
-            problems.append(f"{name}: required table missing from manifest.json")
-    readable = {}  # name -> entry of the tables to read: listed, regular files
-    for name, entry in sorted(manifest.tables.items()):
-        expected = schemas.get(name)
-        if expected is None:
-            problems.append(f"{entry.file}: unknown table {name!r}")
-            continue
-        listed = entry.file in manifest.files
-        if not listed:
-            problems.append(f"{entry.file}: table {name} file not listed in manifest.json files (not read)")
-        elif manifest.files[entry.file] != entry.sha256:
-            problems.append(f"{entry.file}: tables.{name}.sha256 differs from files entry")
-        if entry.schema_fingerprint != schema_fingerprint(expected):
-            problems.append(
-                f"{entry.file}: schema_fingerprint differs from the {name} schema of version "
-                f"{manifest.schema_version}"
-            )
-        if listed and entry.file in checked:  # missing and special files are reported above
-            readable[name] = entry
-    # all tables together decode to at most what one table may (members.table_budget) of their total size
-    sizes = 0
-    for e in readable.values():
-        try:
-            sizes += os.lstat(folder / e.file).st_size
-        except OSError:
-            pass  # gone since it was hashed: reading it says so
-    budget = Budget(members.table_budget(sizes))
-    loaded: dict[str, pa.Table] = {}
-    for name, entry in sorted(readable.items()):
-        expected = schemas[name]
-        try:
-            with members.open_parquet(folder, entry.file) as (pf, where, size):
-                diff = schema_difference(pf.schema_arrow, expected)
-                rows[name] = pf.metadata.num_rows
-                if diff:
-                    problems.append(f"{entry.file}: schema differs from {name}: {shown(diff, 300)}")
-                if pf.metadata.num_rows != entry.rows:
-                    problems.append(f"{entry.file}: {pf.metadata.num_rows} rows, manifest says {entry.rows}")
-                if not diff:
-                    loaded[name] = members.decode(pf, where, size, budget=budget)
-        except FrameInputError as e:
-            problems.append(f"{entry.file}: {e.problem}")
-            continue
-        if name in loaded and name in UNIQUE_KEY_TABLES:
-            dups = duplicate_keys(name, loaded[name])
-            if dups:
-                problems.append(f"{entry.file}: {len(dups)} duplicate keys, e.g. {dups[0]!r}")
-
+    readable = _readable_tables(manifest, schemas, checked, problems)
+    loaded = _load_tables(folder, readable, schemas, problems, rows)
     if all(n in loaded for n in REQUIRED_TABLES):
         problems.extend(check_integrity(loaded))
     return done()
