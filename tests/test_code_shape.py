@@ -146,7 +146,6 @@ STILL_LONG = {
     "tasks/llm/client.py:complete_json": 124,
     "tasks/synthesize/offline/structure.py:_paper_structure": 109,
     "tasks/release/card.py:render_card": 103,
-    "tasks/ground/ixbrl.py:clean_filing": 86,
 }
 
 

@@ -352,6 +352,39 @@ def clean_filing(data: bytes, source_name: str) -> CleanFiling:
         raise FrameInputError(source_name, "iXBRL document has no <body>")
 
     # 1. Hidden content and the XBRL header go first: they are not part of what a reader sees.
+    _remove_unseen(body, removed)
+
+    # Where each note starts, from its note-level text block (the filing's own evidence, read before
+    # the ix: tags go); the anchor is an empty inline element that the splitter looks for.
+    notes = note_blocks(root)
+    # 2. Facts keep their visible text; mark numeric ones so page-furniture detection spares them.
+    for el in body.iter(f"{{{IX}}}nonFraction"):
+        el.tag = "nonfraction-fact"
+    # 3. Bold/italic spans become <b>/<i>, other inline wrappers are unwrapped, namespaces and styles go
+    boundaries = _normalise_elements(body)
+    for note in notes:
+        anchor = etree.Element("note-anchor")
+        anchor.set("data-concept", note.concept)
+        note.element.insert(0, anchor)
+        anchor.tail, note.element.text = note.element.text, None
+    etree.strip_tags(body, *_STRIPPED)
+
+    removed.update(_remove_page_furniture(body))
+    removed["toc_tables"] += _remove_toc(body)
+    # 4. Rendered boundaries become spaces, last, so that page-furniture and table-of-contents
+    #    detection read the text as before.
+    _space_boundaries(body, boundaries)
+    etree.strip_tags(body, "nonfraction-fact", "page-break", "block-span")
+
+    html_root = etree.Element("html")
+    html_root.append(body)
+    etree.cleanup_namespaces(html_root)
+    html = etree.tostring(html_root, encoding="unicode", method="html")
+    return CleanFiling(html=html, facts=facts, dei=dei, removed=dict(removed))
+
+
+def _remove_unseen(body: etree._Element, removed: Counter[str]) -> None:
+    """Remove what a reader never sees: the XBRL header, hidden content, scripts and styles (counted)."""
     for el in list(body.iter(f"{{{IX}}}header")):
         _remove(el)
         removed["ix_header"] += 1
@@ -363,18 +396,13 @@ def clean_filing(data: bytes, source_name: str) -> CleanFiling:
         _remove(el)
         removed["script_style"] += 1
 
-    # Where each note starts, from its note-level text block (the filing's own evidence, read before
-    # the ix: tags go); the anchor is an empty inline element that the splitter looks for.
-    notes = note_blocks(root)
-    # 2. Facts keep their visible text; mark numeric ones so page-furniture detection spares them.
-    for el in body.iter(f"{{{IX}}}nonFraction"):
-        el.tag = "nonfraction-fact"
-    # 3. Bold/italic spans become <b>/<i> (the splitter reads headings from them); other inline
-    #    wrappers are unwrapped; namespaces and styles go.
-    # Where a browser renders a boundary (block, table cell, <br>), read before styles go; the
-    # elements stay referenced here, so they keep their identity until step 4.
-    # (One pass over every element: the tag and style are read once each, as lxml builds a new string
-    # on every read.)
+
+def _normalise_elements(body: etree._Element) -> set[etree._Element]:
+    """Bold/italic spans become <b>/<i> (the splitter reads headings from them); other inline wrappers
+    are marked for unwrapping; namespaces and styles go. Returns the elements where a browser renders a
+    boundary (block, table cell, <br>), read before styles go; they stay referenced, so they keep their
+    identity until the boundaries become spaces. (One pass over every element: the tag and style are
+    read once each, as lxml builds a new string on every read.)"""
     boundaries: set[etree._Element] = set()
     xhtml_ns = f"{{{XHTML}}}"
     for el in body.iter():
@@ -407,25 +435,7 @@ def clean_filing(data: bytes, source_name: str) -> CleanFiling:
                 del el.attrib[attr]
         if tag in _STRIPPED and el in boundaries:
             el.tag = "block-span"  # a display:block span: unwrapped after step 4, which reads it
-    for note in notes:
-        anchor = etree.Element("note-anchor")
-        anchor.set("data-concept", note.concept)
-        note.element.insert(0, anchor)
-        anchor.tail, note.element.text = note.element.text, None
-    etree.strip_tags(body, *_STRIPPED)
-
-    removed.update(_remove_page_furniture(body))
-    removed["toc_tables"] += _remove_toc(body)
-    # 4. Rendered boundaries become spaces, last, so that page-furniture and table-of-contents
-    #    detection read the text as before.
-    _space_boundaries(body, boundaries)
-    etree.strip_tags(body, "nonfraction-fact", "page-break", "block-span")
-
-    html_root = etree.Element("html")
-    html_root.append(body)
-    etree.cleanup_namespaces(html_root)
-    html = etree.tostring(html_root, encoding="unicode", method="html")
-    return CleanFiling(html=html, facts=facts, dei=dei, removed=dict(removed))
+    return boundaries
 
 
 def _space_boundaries(body: etree._Element, boundaries: set[etree._Element]) -> None:
