@@ -145,7 +145,6 @@ STILL_LONG = {
     "tasks/ground/paper.py:_convert": 134,
     "tasks/llm/client.py:complete_json": 124,
     "tasks/synthesize/offline/structure.py:_paper_structure": 109,
-    "tasks/release/card.py:render_card": 103,
 }
 
 

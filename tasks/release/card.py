@@ -166,8 +166,8 @@ def _instances_text(instances: Sequence[Mapping[str, Any]] | None) -> list[str]:
 
 
 def _yaml_header(manifest: ReleaseManifest) -> list[str]:
-    out = ["---", f"pretty_name: {manifest.name} {manifest.version}", "license: other", "configs:"]
     files = sorted(manifest.tables.items())
+    out = ["---", f"pretty_name: {manifest.name} {manifest.version}", "license: other", "configs:"]
     for i, (name, entry) in enumerate(files):
         out += [f"- config_name: {name}", "  data_files:", f"  - split: {SPLIT}", f"    path: {entry.file}"]
         if name == "instances" or (i == 0 and "instances" not in manifest.tables):
@@ -192,7 +192,6 @@ def render_card(
     """
     notes = notes or {}
     title = notes.get("title") or f"FRAME benchmark release `{manifest.name}` {manifest.version}"
-    files = sorted(manifest.tables.items())
     out: list[str] = _yaml_header(manifest)
     out += ["", f"# {title}", "", f"Version **{manifest.version}**.", ""]
     if notes.get("summary"):
@@ -213,16 +212,7 @@ def render_card(
         "",
         *_instances_text(instances),
         "",
-        "## Files",
-        "",
-        "| File | Rows | Key | Content | sha256 |",
-        "|---|---:|---|---|---|",
-    ]
-    for name, entry in files:
-        key = ", ".join(TABLE_KEYS.get(name, ()))
-        what = TABLE_DESCRIPTIONS.get(name, "")
-        out.append(f"| `{entry.file}` | {entry.rows:,} | {key} | {what} | `{entry.sha256[:12]}` |")
-    out += [
+        *_files_table(manifest),
         "",
         "`manifest.json` lists the sha256 of every file (this card included), the row counts and the "
         "build provenance; `tasks.release.verify.verify_release(<folder>)` rechecks all of it.",
@@ -243,9 +233,30 @@ def render_card(
         "outline and filled from the grounding documents; every gold report was validated (skeleton equal "
         "to its outline, no placeholder left, numbers checked against the grounding documents and facts).",
         "",
-        f"- Config sha256: `{manifest.config_sha256}`",
-        f"- Code version: `{manifest.code_version}`",
+        *_provenance(manifest),
     ]
+    out += ["", "## License", "", *_licenses(notes), "", "## Known limits", ""]
+    limits = [str(x) for x in notes.get("limits") or []]
+    out += [f"- {x}" for x in limits] if limits else ["None recorded."]
+    if notes.get("changes"):
+        out += ["", "## Changes", "", str(notes["changes"]).strip()]
+    out += ["", "## How to load", "", *_how_to_load(set(manifest.tables))]
+    return "\n".join(out) + "\n"
+
+
+def _files_table(manifest: ReleaseManifest) -> list[str]:
+    """The card's table of release files: rows, key, content and short sha256 of each table."""
+    out = ["## Files", "", "| File | Rows | Key | Content | sha256 |", "|---|---:|---|---|---|"]
+    for name, entry in sorted(manifest.tables.items()):
+        key = ", ".join(TABLE_KEYS.get(name, ()))
+        what = TABLE_DESCRIPTIONS.get(name, "")
+        out.append(f"| `{entry.file}` | {entry.rows:,} | {key} | {what} | `{entry.sha256[:12]}` |")
+    return out
+
+
+def _provenance(manifest: ReleaseManifest) -> list[str]:
+    """The build's identity (config, code, writer, backends, prompts) and every raw source's sha256."""
+    out = [f"- Config sha256: `{manifest.config_sha256}`", f"- Code version: `{manifest.code_version}`"]
     if manifest.writer:
         out.append(f"- Parquet writer: {manifest.writer}")
     backends = sorted({(b.backend, b.model) for b in manifest.backends})
@@ -258,26 +269,19 @@ def render_card(
         for role, sha in sorted(manifest.prompt_hashes.items()):
             out.append(f"| {_cell(role)} | `{sha}` |")
     out += ["", "## Provenance", ""]
-    if manifest.sources:
-        out += [
-            "Each raw source with the sha256 of its bytes: a URL (fetched live) or a path relative to a "
-            "mirror folder laid out like the shared corpus (`edgar/<ticker>/<form>/<period end>.htm`, "
-            "`arxiv/<topic>/<arXiv id>.html`, listed with their origin in that folder's `MANIFEST.csv`).",
-            "",
-            "| Source | sha256 |",
-            "|---|---|",
-        ]
-        for s in sorted(manifest.sources, key=lambda s: (s.path_or_url, s.sha256)):
-            out.append(f"| {_cell(s.path_or_url)} | `{s.sha256}` |")
-    else:
-        out.append("No source files recorded.")
-    out += ["", "## License", "", *_licenses(notes), "", "## Known limits", ""]
-    limits = [str(x) for x in notes.get("limits") or []]
-    out += [f"- {x}" for x in limits] if limits else ["None recorded."]
-    if notes.get("changes"):
-        out += ["", "## Changes", "", str(notes["changes"]).strip()]
-    out += ["", "## How to load", "", *_how_to_load(set(manifest.tables))]
-    return "\n".join(out) + "\n"
+    if not manifest.sources:
+        return [*out, "No source files recorded."]
+    out += [
+        "Each raw source with the sha256 of its bytes: a URL (fetched live) or a path relative to a "
+        "mirror folder laid out like the shared corpus (`edgar/<ticker>/<form>/<period end>.htm`, "
+        "`arxiv/<topic>/<arXiv id>.html`, listed with their origin in that folder's `MANIFEST.csv`).",
+        "",
+        "| Source | sha256 |",
+        "|---|---|",
+    ]
+    for src in sorted(manifest.sources, key=lambda x: (x.path_or_url, x.sha256)):
+        out.append(f"| {_cell(src.path_or_url)} | `{src.sha256}` |")
+    return out
 
 
 def _how_to_load(tables: set[str]) -> list[str]:
