@@ -37,6 +37,7 @@ from lxml import etree
 from lxml import html as lxml_html
 
 from tasks.errors import FrameInputError
+from tasks.ground.paper_meta import has_class, info_lines, paper_metadata
 from tasks.ground.tables import Cell, collapse_ws, expand_spans, grid_to_markdown
 
 __all__ = ["PaperMarkdown", "paper_to_markdown", "normalize_tex"]
@@ -273,7 +274,7 @@ class _Renderer:
             self.bibitem(el)
             return
         if "ltx_bibliography" in cls:
-            for item in el.xpath(f".//*[{_has_class('ltx_bibitem')}]"):
+            for item in el.xpath(f".//*[{has_class('ltx_bibitem')}]"):
                 self.bibitem(item)
             return
         if cls & _FRONT_MATTER or "ltx_abstract" in cls or "ltx_title_document" in cls:
@@ -728,21 +729,17 @@ def _parse(text: str, source_name: str) -> Any:
     return root
 
 
-def _has_class(cls_name: str) -> str:
-    return f'contains(concat(" ", normalize-space(@class), " "), " {cls_name} ")'
-
-
 def _pick_document(root: Any, source_name: str) -> Any:
-    docs = root.xpath(f"//*[{_has_class('ltx_document')}]")
+    docs = root.xpath(f"//*[{has_class('ltx_document')}]")
     # the innermost one: fixture wrappers put ltx_document on <body> around the real <article>
-    inner = [d for d in docs if not d.xpath(f".//*[{_has_class('ltx_document')}]")]
+    inner = [d for d in docs if not d.xpath(f".//*[{has_class('ltx_document')}]")]
     if inner:
         return inner[0]
     for name in ("ltx_page_content", "ltx_page_main"):
-        found = root.xpath(f"//*[{_has_class(name)}]")
+        found = root.xpath(f"//*[{has_class(name)}]")
         if found:
             return found[0]
-    titles = root.xpath(f"//*[{_has_class('ltx_title_document')}]")
+    titles = root.xpath(f"//*[{has_class('ltx_title_document')}]")
     if titles:
         return titles[0].getparent()
     raise FrameInputError(
@@ -761,10 +758,10 @@ def _author_names(doc: Any, r: _Renderer) -> tuple[list[str], list[str]]:
     (affiliations, e-mails) from ``ltx_creator`` elements."""
     names: list[str] = []
     extra: list[str] = []
-    for creator in doc.xpath(f".//*[{_has_class('ltx_creator')}]"):
+    for creator in doc.xpath(f".//*[{has_class('ltx_creator')}]"):
         if "ltx_role_author" not in _classes(creator) and "ltx_role_editor" not in _classes(creator):
             continue
-        for pn in creator.xpath(f".//*[{_has_class('ltx_personname')}]"):
+        for pn in creator.xpath(f".//*[{has_class('ltx_personname')}]"):
             for group in _personname_groups(pn):
                 # names run on over a <br> when each of those lines carries affiliation marks
                 # ("A¹ B² <br> C¹ <br> ¹Univ"), the affiliation lines start with their mark
@@ -783,7 +780,7 @@ def _author_names(doc: Any, r: _Renderer) -> tuple[list[str], list[str]]:
                     elif part and re.search(r"[^\W\d_]", part) and part not in names:
                         names.append(part)
                 extra.extend(x for x in rest if x and x not in extra)
-        for contact in creator.xpath(f".//*[{_has_class('ltx_role_affiliation')}]"):
+        for contact in creator.xpath(f".//*[{has_class('ltx_role_affiliation')}]"):
             t, _ = r.flat_text(contact)
             if t and t not in extra:
                 extra.append(t)
@@ -857,72 +854,6 @@ def _personname_groups(pn: Any) -> list[list[str]]:
     return [g for g in groups if g]
 
 
-_WATERMARK = re.compile(
-    r"arXiv:\s*([a-z\-]+(?:\.[A-Z]{2})?/\d{7}|\d{4}\.\d{4,5})(v\d+)?\s*(?:\[([^\]]+)\])?\s*(.*)"
-)
-_ID_IN_URL = re.compile(
-    r"(?:arxiv\.org|ar5iv[\w.]*)/(?:abs|html|pdf)/([a-z\-]+(?:\.[A-Z]{2})?/\d{7}|\d{4}\.\d{4,5})(v\d+)?"
-)
-_ID_IN_NAME = re.compile(r"([a-z\-]+(?:\.[A-Z]{2})?)_(\d{7})|(\d{4}\.\d{4,5})(v\d+)?")
-_GENERATOR = re.compile(r"Generated\s+on\s+(.+?)\s+by\s+LaTeXML\s+\(version\s+([\w.\-]+)\)")
-
-
-def _page_metadata(root: Any, text: str, source_name: str) -> dict:
-    md: dict[str, Any] = {}
-    wm = root.xpath('//*[@id="watermark-tr"]')
-    if wm:
-        m = _WATERMARK.search(collapse_ws(wm[0].text_content()))
-        if m:
-            md["arxiv_id"] = m.group(1)
-            if m.group(2):
-                md["version"] = m.group(2)
-            if m.group(3):
-                md["primary_category"] = m.group(3)
-            if m.group(4):
-                md["version_date"] = m.group(4).strip()
-    lic = root.xpath('//*[@id="license-tr"]')
-    if lic:
-        t = collapse_ws(lic[0].text_content())
-        md["license"] = re.sub(r"^License:\s*", "", t) or None
-        if lic[0].get("href"):
-            md["license_url"] = lic[0].get("href")
-    if "license" not in md:
-        cc = root.xpath('//a[contains(@href, "creativecommons.org/")]')
-        cc = [a for a in cc if not a.xpath(f"ancestor::*[{_has_class('ltx_document')}]")]
-        if cc:
-            md["license"] = collapse_ws(cc[0].text_content()) or cc[0].get("href")
-            md["license_url"] = cc[0].get("href")
-    urls = [b.get("href") or "" for b in root.xpath("//base[@href]")]
-    urls += [x.get("href") or "" for x in root.xpath('//link[@rel="canonical"]')]
-    urls += [x.get("content") or "" for x in root.xpath('//meta[@property="og:url"]')]
-    urls += [a.get("href") or "" for a in root.xpath(f"//a[{_has_class('arxiv-ui-theme')}]")]
-    for u in urls:
-        m = _ID_IN_URL.search(u) or re.search(r"/html/(\d{4}\.\d{4,5})(v\d+)?", u)
-        if m:
-            md.setdefault("arxiv_id", m.group(1))
-            if m.group(2):
-                md.setdefault("version", m.group(2))
-            break
-    if "arxiv_id" not in md:
-        base = source_name.replace("\\", "/").rsplit("/", 1)[-1]
-        m = _ID_IN_NAME.search(base)
-        if m:
-            md["arxiv_id"] = f"{m.group(1)}/{m.group(2)}" if m.group(1) else m.group(3)
-            md["arxiv_id_source"] = "file name"
-    g = _GENERATOR.search(text[:20000]) or _GENERATOR.search(text[-20000:])
-    if g:
-        md["latexml_version"] = g.group(2)
-        md["generated_on"] = " ".join(g.group(1).split())
-    low = text[:20000].lower()
-    if wm or lic or "arxiv-html-papers" in low or any("/html/" in u and "ar5iv" not in u for u in urls):
-        md["flavor"] = "arxiv-html"
-    elif "ar5iv.labs.arxiv.org" in low or 'content="ar5iv"' in low:
-        md["flavor"] = "ar5iv"
-    else:
-        md["flavor"] = "latexml"
-    return md
-
-
 # ----------------------------------------------------------------------------------------------
 # entry point
 
@@ -953,8 +884,8 @@ def _convert(root: Any, text: str, source_name: str, meta: dict, source_ref: str
     r = _Renderer(stats)
 
     # title (the page's own value wins), subtitle
-    title_els = doc.xpath(f".//*[{_has_class('ltx_title_document')}]") or root.xpath(
-        f"//*[{_has_class('ltx_title_document')}]"
+    title_els = doc.xpath(f".//*[{has_class('ltx_title_document')}]") or root.xpath(
+        f"//*[{has_class('ltx_title_document')}]"
     )
     title_notes: list[str] = []
     title = ""
@@ -965,14 +896,14 @@ def _convert(root: Any, text: str, source_name: str, meta: dict, source_ref: str
             (root.findtext(".//title") or "").strip()
         )
     subtitle = ""
-    sub_els = doc.xpath(f".//*[{_has_class('ltx_subtitle')}]")
+    sub_els = doc.xpath(f".//*[{has_class('ltx_subtitle')}]")
     if sub_els:
         subtitle = r.flat_text(sub_els[0])[0]
 
     authors, affiliations = _author_names(doc, r)
 
     def _front(name: str) -> str:
-        els = doc.xpath(f".//*[{_has_class(name)}]")
+        els = doc.xpath(f".//*[{has_class(name)}]")
         return " ".join(t for t in (r.flat_text(e)[0] for e in els) if t)
 
     dates = _front("ltx_dates")
@@ -981,8 +912,8 @@ def _convert(root: Any, text: str, source_name: str, meta: dict, source_ref: str
 
     # abstract(s)
     abstract_blocks: list[str] = []
-    for ab in doc.xpath(f".//*[{_has_class('ltx_abstract')}]"):
-        if ab.xpath(f"ancestor::*[{_has_class('ltx_abstract')}]"):
+    for ab in doc.xpath(f".//*[{has_class('ltx_abstract')}]"):
+        if ab.xpath(f"ancestor::*[{has_class('ltx_abstract')}]"):
             continue
         ar = r.sub(flat=False)
         skip = {c for c in ab if isinstance(c.tag, str) and "ltx_title_abstract" in _classes(c)}
@@ -995,30 +926,7 @@ def _convert(root: Any, text: str, source_name: str, meta: dict, source_ref: str
     body_blocks = r.finish()
 
     # metadata: meta wins for ids/dates, the page for title and (when present) license
-    page_md = _page_metadata(root, text, source_name)
-    if meta.get("arxiv_id"):
-        id_source = "meta"
-    elif page_md.get("arxiv_id"):
-        id_source = page_md.pop("arxiv_id_source", "page")
-    else:
-        id_source = None
-    metadata: dict[str, Any] = {
-        "arxiv_id": meta.get("arxiv_id") or page_md.get("arxiv_id"),
-        "arxiv_id_source": id_source,
-        "title": title,
-        "first_version_date": meta.get("first_version_date"),
-        "license": page_md.get("license") or meta.get("license"),
-    }
-    if meta.get("arxiv_id") and page_md.get("arxiv_id") and page_md["arxiv_id"] != meta["arxiv_id"]:
-        metadata["page_arxiv_id"] = page_md["arxiv_id"]
-    for k, v in page_md.items():
-        if k not in metadata and k != "arxiv_id_source" and v:
-            metadata[k] = v
-    for k, v in meta.items():
-        if k not in metadata or metadata[k] in (None, ""):
-            metadata[k] = v
-    if meta.get("title") and collapse_ws(str(meta["title"])) != title:
-        metadata["manifest_title"] = meta["title"]
+    metadata = paper_metadata(root, text, source_name, meta, title)
     metadata.update(
         {
             "source_name": source_ref,
@@ -1029,31 +937,7 @@ def _convert(root: Any, text: str, source_name: str, meta: dict, source_ref: str
     )
 
     lines = [f"# {title}", ""]
-    info: list[str] = []
-    if subtitle:
-        info.append(f"- Subtitle: {subtitle}")
-    if metadata.get("arxiv_id"):
-        v = metadata.get("version")
-        info.append(f"- arXiv: {metadata['arxiv_id']}" + (f" ({v})" if v else ""))
-    if authors:
-        info.append("- Authors: " + "; ".join(authors))
-    if affiliations:
-        info.append("- Affiliations: " + "; ".join(affiliations))
-    if metadata.get("first_version_date"):
-        info.append(f"- First version: {metadata['first_version_date']}")
-    if metadata.get("version_date"):
-        info.append(f"- This version: {metadata['version_date']}")
-    if metadata.get("primary_category"):
-        info.append(f"- Category: {metadata['primary_category']}")
-    if dates:
-        info.append(f"- Dates: {dates}")
-    if keywords:
-        info.append(f"- Keywords: {keywords}")
-    if classification:
-        info.append(f"- Classification: {classification}")
-    if metadata.get("license"):
-        info.append(f"- License: {metadata['license']}")
-    info.append(f"- Source: {source_ref} ({metadata.get('flavor', 'latexml')})")
+    info = info_lines(metadata, affiliations, dates, classification)
     lines += info + [""]
     for n in title_notes:
         lines += [n, ""]
