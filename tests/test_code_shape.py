@@ -142,7 +142,7 @@ def test_every_module_is_in_the_layers_contract():
 STILL_LONG = {
     "tasks/synthesize/offline/structure.py:_filing_structure": 242,
     "tasks/ground/split.py:split_filing": 192,
-    "tasks/ground/paper.py:_convert": 134,
+    "tasks/ground/paper.py:_convert": 87,
     "tasks/llm/client.py:complete_json": 124,
     "tasks/synthesize/offline/structure.py:_paper_structure": 109,
 }
@@ -169,7 +169,7 @@ MAX_MODULE_LINES = 800
 # shrink, leave the list when split, and nothing may join it.
 STILL_LARGE = {
     "flows/cli.py": 1544,
-    "tasks/ground/paper.py": 1082,
+    "tasks/ground/paper.py": 966,
     "tasks/score/diagnostic.py": 1116,
     "tasks/score/faithfulness.py": 1484,
     "tasks/score/leaderboard.py": 1084,
