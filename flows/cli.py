@@ -17,7 +17,7 @@ import typer
 
 from flows.configs import eval_or_build_config
 from flows.meta import meta_app
-from flows.places import not_in_release
+from flows.places import not_in_release, release_folder, release_tables
 from flows.terminal import FrameTyper, print_table, progress_bar
 from tasks import ast_guard
 from tasks.errors import FrameInputError
@@ -176,7 +176,7 @@ def qa_gold_cmd(
     from tasks.release.qa import check_gold
 
     try:
-        _release_folder(release)
+        release_folder(release)
         found = check_gold(release)
     except FrameInputError as exc:
         _fail(exc)
@@ -798,7 +798,7 @@ def release_verify(
     from tasks.release.verify import verify_deep, verify_release
 
     try:
-        _release_folder(path)
+        release_folder(path)
         report = verify_release(path)
         problems = list(report.problems)
         if deep:
@@ -813,35 +813,6 @@ def release_verify(
     raise typer.Exit(0 if not problems else 1)
 
 
-def _release_tables(release: Path) -> None:
-    """A release whose instances table is there: a FIFO or link in its place (or anywhere in the
-    folder) is named as such by _release_folder, not reported "missing"."""
-    import os
-
-    if not os.path.lexists(release / "instances.parquet"):
-        raise FrameInputError(release / "instances.parquet", "missing: not a frame release folder")
-    _release_folder(release)
-
-
-def _release_folder(path: Path) -> None:
-    """Bad input (exit 2), not a failed check (exit 1): a path that is no folder, a folder with neither a
-    manifest nor any table of a release, or one holding anything but regular files and folders (a
-    symbolic link, FIFO, device or socket: tasks.release.members.check_release_folder)."""
-    import os
-
-    from schemas.release import REQUIRED_TABLES
-    from tasks.release.members import check_release_folder
-
-    if not path.exists():
-        raise FrameInputError(path, "no such folder")
-    if not path.is_dir():
-        raise FrameInputError(path, "not a folder (give data/releases/<name>/<version>)")
-    names = ["manifest.json", *(f"{t}.parquet" for t in REQUIRED_TABLES)]
-    if not any(os.path.lexists(path / n) for n in names):
-        raise FrameInputError(path, "not a frame release folder (no manifest.json, no release tables)")
-    check_release_folder(path)
-
-
 @release_app.command("diff")
 def release_diff(
     a: Annotated[Path, typer.Argument(help="older release folder")],
@@ -853,7 +824,7 @@ def release_diff(
 
     try:
         for folder in (a, b):
-            _release_folder(folder)
+            release_folder(folder)
         d = diff_releases(a, b)
     except FrameInputError as exc:
         _fail(exc)
@@ -883,7 +854,7 @@ def generate_cmd(
 
     try:
         ev, llm, data_dir, _ = eval_or_build_config(config)
-        _release_tables(release)
+        release_tables(release)
         if system == "gold":
             raise FrameInputError("--system", "gold is the release's own target report: nothing to generate")
         from tasks.generate.systems import select_systems
@@ -914,7 +885,7 @@ def _score_request(release: Path, metrics: str, ev: Any, **settings: Any):
     from schemas.scoring import ScoreSettings
     from tasks.score.registry import DEFAULT, selectable
 
-    _release_tables(release)
+    release_tables(release)
     given = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else []
     chosen = given or (list(ev.score.metrics) if ev is not None and ev.score.metrics else list(DEFAULT))
     if any(m not in selectable() for m in chosen) or len(set(chosen)) != len(chosen):
@@ -941,9 +912,8 @@ def _score_systems(release: Path, systems: str, ev: Any, llm: Any, cache_dir: Pa
         raise FrameInputError("--systems", f"give distinct, comma-separated system names (got {systems!r})")
     if names is None and ev is None:
         names = ["gold", "copy-sample", "extractive"]
-    # the release first: only regular files inside it, and the two tables every system reads whole
-    # (instances, grounding documents) readable, with their columns, within their decoding budget
-    _release_folder(release)
+    # the release's folder is checked by the callers (release_tables); the two tables every system reads
+    # whole (instances, grounding documents) must be readable, with their columns, within their budget
     for table in ("instances", "grounding_documents"):
         members.scan_table(release, table)
     made = systems_for(names, ev, llm, cache_dir)
@@ -1182,7 +1152,7 @@ def split_cmd(
         path = release / "instances.parquet"
         if release.is_dir() and not os.path.lexists(path):
             raise FrameInputError(path, "missing: not a frame release folder")
-        _release_folder(release)  # only regular files inside it: nothing read through a link, no FIFO
+        release_folder(release)  # only regular files inside it: nothing read through a link, no FIFO
         columns = ["instance_id", "domain", "category"]
         instances = members.read_table(release, "instances", columns=columns, required=columns).to_pandas()
         splits = assign_splits(instances, release, discovery, validation, seed)

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from flows.places import not_in_release
+from flows.places import not_in_release, release_tables
 from flows.terminal import FrameTyper
 from tasks.errors import FrameInputError
 
@@ -67,13 +67,9 @@ def _judge_env(release: Path, embedder: str) -> Any:
 def _release_input(release: Path) -> None:
     """`--release` is a release folder holding only regular files (no link out of it, no FIFO: as for
     every command on a release, tasks.release.members.check_release_folder)."""
-    from tasks.release.members import check_release_folder
-
     if not release.is_dir():
         raise FrameInputError(release, "not a folder (give data/releases/<name>/<version>)")
-    check_release_folder(release)
-    if not (release / "instances.parquet").is_file():
-        raise FrameInputError(release / "instances.parquet", "missing: not a frame release folder")
+    release_tables(release)
 
 
 def _run_structure(rankings: Path, release: Path, generations: Path | None, embedder: str):

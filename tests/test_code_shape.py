@@ -168,7 +168,7 @@ MAX_MODULE_LINES = 800
 # Modules still over the limit (issue 33, point 3), with their length when this check began: each may only
 # shrink, leave the list when split, and nothing may join it.
 STILL_LARGE = {
-    "flows/cli.py": 1544,
+    "flows/cli.py": 1514,
     "tasks/ground/paper.py": 966,
     "tasks/score/diagnostic.py": 1116,
     "tasks/score/faithfulness.py": 1484,
