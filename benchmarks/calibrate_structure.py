@@ -4,7 +4,7 @@ Calibration): fit the RBF width δ on labelled pairs of real section headings an
 Data (tasks/score/calibration.py): the Form items of every filing of ../shared/corpus/edgar-wide (the
 peer parser's expected sections confirm each item), the notes of those filings labelled by their iXBRL
 text-block concept, and the sections of the arXiv papers of ../shared/corpus/arxiv labelled by kind. Each
-filing and paper is grounded by `frame ground`'s code (`tasks.ground.documents.ground_source`); every node
+filing and paper is grounded by `frame ground`'s code (`tasks.sources.ground_source`); every node
 is built by `tasks.score.tree.report_tree`. Criterion: the δ that maximises, averaged over the three
 sources, the mean projected similarity of positive pairs minus that of negative pairs. w stays the
 paper's: every pair is section against section, so the type term is the same constant for all of them.
@@ -61,10 +61,10 @@ class Result:
 def load_units(limit: int | None = None) -> tuple[list, int, int, list[str]]:
     """(units, filings used, papers used, skipped files with the reason)."""
     from tasks.errors import FrameInputError
-    from tasks.ground.documents import ground_source
     from tasks.ground.ixbrl import parse_ixbrl
     from tasks.ground.textblocks import note_blocks
     from tasks.score.calibration import item_units, note_units, paper_units
+    from tasks.sources import ground_source
 
     units, skipped, filings, papers = [], [], 0, 0
     for row in load_filings("wide")[:limit]:

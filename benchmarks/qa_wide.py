@@ -94,8 +94,9 @@ def peer_items(form: str, expected: str | None) -> tuple[list[str], dict[str, in
 def measure(row: dict) -> dict:
     """Ground one filing in this process (timed), then run QA on what was written."""
     from tasks.errors import FrameInputError
-    from tasks.ground.documents import ground_source, write_grounding
+    from tasks.ground.documents import write_grounding
     from tasks.ground.qa import qa_edgar
+    from tasks.sources import ground_source
 
     out: dict = {"name": row["name"], "form": row["form"]}
     data = Path(row["path"]).read_bytes()

@@ -25,7 +25,7 @@ from flows.ground import CACHE, code_version, ground_snapshot, mirror_digest
 from flows.observe import StepRecorder, finish_run, markdown_table, start_run
 from flows.results import sweep_interrupted
 from flows.steps import STEPS, SYNTH_STEPS, refresh_keys, run_name, snapshot_span  # noqa: F401  (re-exported)
-from schemas.config import EdgarDomain, FrameConfig, LLMSettings
+from schemas.config import FrameConfig, LLMSettings
 from schemas.structure import ReportStructure, structure_json
 from tasks.ground.load import load_grounding_set
 from tasks.instances import report_shape
@@ -65,10 +65,6 @@ def _llm_cache_dir(cfg: FrameConfig) -> Path:
     return Path(cfg.build.data_dir) / "cache"
 
 
-def _ctx(d: dict) -> StepContext:
-    return StepContext(d["domain"], d["snapshot"], d["category"], d["source_kind"])
-
-
 @task(name="structure", cache_policy=CACHE, persist_result=True)
 def structure_task(
     llm: LLMSettings,
@@ -76,11 +72,11 @@ def structure_task(
     gset_path: str,
     gset_digest: str,
     prev: ReportStructure | None,
-    ctx: dict,
+    ctx: StepContext,
     code: str,
 ) -> ReportStructure:
     backend = make_backend(llm, Path(cache_dir))
-    return synthesize_structure(backend, load_grounding_set(gset_path), prev, _ctx(ctx))
+    return synthesize_structure(backend, load_grounding_set(gset_path), prev, ctx)
 
 
 @task(name="questions", cache_policy=CACHE, persist_result=True)
@@ -91,11 +87,11 @@ def questions_task(
     gset_path: str,
     gset_digest: str,
     prev: ReportStructure | None,
-    ctx: dict,
+    ctx: StepContext,
     code: str,
 ) -> ReportStructure:
     backend = make_backend(llm, Path(cache_dir))
-    return augment_questions(backend, structure, load_grounding_set(gset_path), prev, _ctx(ctx))
+    return augment_questions(backend, structure, load_grounding_set(gset_path), prev, ctx)
 
 
 @task(name="outline", cache_policy=CACHE, persist_result=True)
@@ -111,15 +107,13 @@ def fill_task(
     structure: ReportStructure,
     gset_path: str,
     gset_digest: str,
-    ctx: dict,
+    ctx: StepContext,
     code: str,
 ) -> FillResult:
     backend = make_backend(llm, Path(cache_dir))
     # Per-element retrieval keeps every call far below the context window (never a silent cut).
     budget = 1500 if llm.backend == "offline" else max(1000, min(12_000, llm.context_tokens // 4))
-    return fill_report(
-        backend, outline, structure, load_grounding_set(gset_path), _ctx(ctx), budget_tokens=budget
-    )
+    return fill_report(backend, outline, structure, load_grounding_set(gset_path), ctx, budget_tokens=budget)
 
 
 @task(name="validate", cache_policy=CACHE, persist_result=True)
@@ -183,7 +177,7 @@ def _build_domain(
     log = get_run_logger()
     domain = cfg.domain(domain_name)
     cache_dir = str(_llm_cache_dir(cfg))
-    kind = "edgar" if isinstance(domain, EdgarDomain) else "arxiv"
+    kind = domain.kind
 
     recorder = StepRecorder(cfg.build.data_dir, domain.name)
 
@@ -203,7 +197,7 @@ def _build_domain(
             refresh=[k.split("|")[2] for k in refresh if k.startswith(f"{domain.name}|{snap}|")],
             recorder=recorder,
         )
-        ctx = {"domain": domain.name, "snapshot": snap, "category": domain.category, "source_kind": kind}
+        ctx = StepContext(domain.name, snap, domain.category, domain.kind)
         structure = step(structure_task, "structure", snap)(
             llm, cache_dir, g["path"], g["digest"], prev, ctx, code
         )

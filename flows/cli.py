@@ -35,9 +35,6 @@ def _stderr_console() -> Any:
     return Console(stderr=True)
 
 
-KIND_CHOICES = ("edgar", "arxiv")
-
-
 def _fail(exc: FrameInputError) -> None:
     # One line, no traceback: the message already names the file and the problem.
     print(f"frame: error: {exc}".replace("\n", " "), file=sys.stderr)
@@ -115,15 +112,18 @@ def _read_input(path: Path) -> bytes:
 def ground(
     path: Annotated[Path, typer.Argument(help="raw iXBRL filing or arXiv LaTeXML HTML")],
     out: Annotated[Path, typer.Option("--out", help="output folder (replaced atomically)")],
-    kind: Annotated[str | None, typer.Option(help="edgar|arxiv (detected when omitted)")] = None,
+    kind: Annotated[
+        str | None, typer.Option(help="source kind, e.g. edgar|arxiv (detected if omitted)")
+    ] = None,
     form: Annotated[str | None, typer.Option(help="expected form, e.g. 10-Q (filings)")] = None,
 ) -> None:
     """Turn one raw source into Markdown grounding documents + documents.json (+ facts.parquet)."""
-    from tasks.ground.documents import ground_source, write_grounding
+    from tasks.ground.documents import write_grounding
+    from tasks.sources import ground_source, source_kind
 
     try:
-        if kind is not None and kind not in KIND_CHOICES:
-            raise FrameInputError("--kind", f"must be one of {', '.join(KIND_CHOICES)} (got {kind!r})")
+        if kind is not None:
+            source_kind(kind, "--kind")  # a kind nobody registered: one line naming the known ones
         _output_folder(out)
         data = _read_input(path)
         # errors name the path given; the documents record only the file name (no machine path)
@@ -149,10 +149,12 @@ def qa_ground_cmd(
     path: Annotated[Path, typer.Argument(help="the raw source that was grounded")],
     out_dir: Annotated[Path, typer.Argument(help="the grounding folder written by `frame ground`")],
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
-    kind: Annotated[str | None, typer.Option(help="edgar|arxiv (detected when omitted)")] = None,
+    kind: Annotated[
+        str | None, typer.Option(help="source kind, e.g. edgar|arxiv (detected if omitted)")
+    ] = None,
 ) -> None:
     """Construction QA: fact recall, table counts, mean TEDS, visible text kept."""
-    from tasks.ground.qa import qa_ground
+    from tasks.sources import qa_ground
 
     try:
         _read_input(path)
@@ -197,7 +199,7 @@ def ground_domains(
     domain: Annotated[list[str] | None, typer.Option("--domain", help="only these domains")] = None,
 ) -> None:
     """Fetch and ground every snapshot of every domain (Prefect flow; cached, resumable)."""
-    from schemas.config import load_config
+    from tasks.config import load_config
 
     try:
         cfg = load_config(config)
@@ -361,8 +363,8 @@ def build_cmd(
     no_preflight: NoPreflight = False,
 ) -> None:
     """fetch -> ground -> synthesize -> instances -> release, domains in parallel, every step cached."""
-    from schemas.config import load_config
     from schemas.release import release_id_problems
+    from tasks.config import load_config
 
     try:
         for where, problem in release_id_problems(release, version):  # before any step runs (or pays)
@@ -425,8 +427,8 @@ def rerun_cmd(
     config: Annotated[Path, typer.Option("--config", help="TOML build config")] = Path("configs/demo.toml"),
 ) -> None:
     """Recompute one step of one snapshot and every step that depends on it (the rest from cache)."""
-    from flows.steps import STEPS, refresh_keys
-    from schemas.config import load_config
+    from flows.steps import all_steps, refresh_keys
+    from tasks.config import load_config
 
     try:
         cfg = load_config(config)
@@ -435,8 +437,8 @@ def rerun_cmd(
             raise FrameInputError(
                 "--snapshot", f"{domain} has no snapshot {snapshot!r} ({', '.join(dom.snapshots)})"
             )
-        if step not in STEPS:
-            raise FrameInputError("STEP", f"unknown step {step!r} (one of {', '.join(STEPS)})")
+        if step not in all_steps():
+            raise FrameInputError("STEP", f"unknown step {step!r} (one of {', '.join(all_steps())})")
     except FrameInputError as exc:
         _fail(exc)
     keys = refresh_keys(dom, snapshot, step)
@@ -473,8 +475,8 @@ def refresh_cmd(
     """Build only the snapshots newer than the latest release of NAME; write the next version."""
     import datetime as dt
 
-    from schemas.config import load_config
     from schemas.release import release_id_problems
+    from tasks.config import load_config
 
     try:
         for where, problem in release_id_problems(release, "0.0.0")[:1]:  # the version is computed
@@ -534,7 +536,7 @@ def status_cmd(
         if show_all and failed:
             raise FrameInputError("--all/--failed", "give one of them")
         if config is not None:
-            from schemas.config import load_config
+            from tasks.config import load_config
 
             data_dir = load_config(config).build.data_dir
         else:
@@ -692,7 +694,7 @@ ConfigOption = Annotated[Path | None, typer.Option("--config", help="TOML build 
 
 def _data_dir_of(config: Path | None, data: Path | None) -> Path:
     if config is not None:
-        from schemas.config import load_config
+        from tasks.config import load_config
 
         return Path(load_config(config).build.data_dir)
     return data or Path("data")
@@ -760,8 +762,8 @@ def serve_cmd(
     """Serve the scheduled refresh deployments (quarterly filings, monthly arXiv) from this process."""
     import datetime as dt
 
-    from schemas.config import load_config
     from schemas.release import release_id_problems
+    from tasks.config import load_config
 
     try:
         cfg = load_config(config)

@@ -11,7 +11,8 @@ __all__ = ["eval_or_build_config", "llm_settings", "run_settings"]
 
 def llm_settings(config: Path | None):
     """LLM settings from --config's [llm] (or the defaults), with the FRAME_LLM_* env overrides."""
-    from schemas.config import LLMSettings, load_config
+    from schemas.config import LLMSettings
+    from tasks.config import load_config
 
     if config is not None:
         cfg = load_config(config)
@@ -21,7 +22,8 @@ def llm_settings(config: Path | None):
 
 def run_settings(config: Path | None):
     """Where tasks run: --config's [run] (or the defaults), with the FRAME_TASK_RUNNER overrides."""
-    from schemas.config import RunSettings, load_config
+    from schemas.config import RunSettings
+    from tasks.config import load_config
 
     return (load_config(config).run if config is not None else RunSettings()).resolved()
 
@@ -29,8 +31,8 @@ def run_settings(config: Path | None):
 def eval_or_build_config(config: Path | None):
     """(evaluation config or None, the build config's [llm] or the defaults, its data dir, its [run]).
     A TOML with [systems], [judge], [embedder] or [score] is an evaluation config (schemas.evaluation)."""
-    from schemas.config import RunSettings, read_toml
-    from schemas.evaluation import load_eval_config
+    from schemas.config import RunSettings
+    from tasks.config import load_eval_config, read_toml
     from tasks.llm import redact
 
     if config is not None and config.is_file():

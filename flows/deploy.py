@@ -34,7 +34,7 @@ def build_release_flow(
 ) -> dict:
     """Build `domains` (default: all of the config's) and write data/releases/<release>/<version>/."""
     from flows.release import build_and_publish
-    from schemas.config import load_config
+    from tasks.config import load_config
 
     cfg = load_config(config)
     names = [cfg.domain(d).name for d in domains] if domains else [d.name for d in cfg.domains]

@@ -1,4 +1,5 @@
-"""The `ground` flow: fetch -> clean -> split -> convert for every snapshot of one domain.
+"""The `ground` flow: fetch, then the source kind's steps (clean -> split -> convert for a filing, convert
+for a paper), for every snapshot of one domain.
 
 Each step is a Prefect task cached on its inputs + its own source + `code_version` (a digest of
 the grounding code the task calls), with results persisted under the data folder, so a rerun
@@ -10,18 +11,18 @@ from __future__ import annotations
 import hashlib
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from prefect import flow, get_run_logger, task
 
 from flows.caching import STABLE
 from flows.steps import run_name
-from schemas.config import ArxivDomain, EdgarDomain, FrameConfig
+from schemas.config import FrameConfig
+from schemas.domains import DomainBase
 from schemas.sources import RawFile
 from tasks.errors import FrameInputError
-from tasks.fetch import fetch_snapshot, read_raw
-from tasks.ground.documents import Grounded, ground_filing, ground_source, merge_grounded, write_grounding
-from tasks.ground.ixbrl import CleanFiling, clean_filing
-from tasks.ground.split import FilingSection, split_filing
+from tasks.ground.documents import Grounded, merge_grounded, write_grounding
+from tasks.sources import RawSource, fetch_snapshot, kind_of, source_kind
 
 CACHE = STABLE
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,80 +51,35 @@ def mirror_digest(cfg: FrameConfig) -> str:
 
 @task(name="fetch", cache_policy=CACHE, persist_result=True)
 def fetch_task(
-    cfg: FrameConfig, domain: EdgarDomain | ArxivDomain, snapshot: str, source_digest: str, code: str
+    cfg: FrameConfig, domain: DomainBase, snapshot: str, source_digest: str, code: str
 ) -> list[RawFile]:
     raws = fetch_snapshot(cfg, domain, snapshot)
     get_run_logger().info("fetched %d raw file(s) for %s %s", len(raws), domain.name, snapshot)
     return raws
 
 
-# `data_dir` / `mirror` say where the raw bytes are: a RawFile names its blob and mirror file portably,
-# relative to them.
-@task(name="clean", cache_policy=CACHE, persist_result=True)
-def clean_task(raw: RawFile, data_dir: str, mirror: str | None, code: str) -> CleanFiling:
-    return clean_filing(read_raw(raw, data_dir, mirror), raw.location)
-
-
-@task(name="split", cache_policy=CACHE, persist_result=True)
-def split_task(clean: CleanFiling, code: str) -> list[dict]:
-    return [
-        {
-            "doc_id": s.doc_id,
-            "title": s.title,
-            "section_type": s.section_type,
-            "part": s.part,
-            "item": s.item,
-            "html": s.to_html(),
-            "span": s.span,
-            "covers": s.covers,
-        }
-        for s in split_filing(clean)
-    ]
-
-
-@task(name="convert", cache_policy=CACHE, persist_result=True)
-def convert_filing_task(
-    raw: RawFile, clean: CleanFiling, sections: list[dict], form: str, code: str
-) -> Grounded:
-    secs = [
-        FilingSection.from_html(
-            s["doc_id"],
-            s["title"],
-            s["section_type"],
-            s["part"],
-            s["item"],
-            s["html"],
-            s.get("span"),
-            s.get("covers"),
-        )
-        for s in sections
-    ]
-    meta = {"accession": raw.accession, "ticker": raw.ticker} if raw.accession else {"ticker": raw.ticker}
-    return ground_filing(clean, raw.sha256, raw.location, form, meta, sections=secs)
-
-
-@task(name="convert-paper", cache_policy=CACHE, persist_result=True)
-def convert_paper_task(raw: RawFile, data_dir: str, mirror: str | None, code: str) -> Grounded:
-    meta = {
-        "arxiv_id": raw.arxiv_id,
-        "title": raw.title,
-        "first_version_date": raw.first_version_date,
-        "license": raw.license,
-    }
-    # raw.location (a URL or the mirror-relative path) is the document's portable `Source`
-    return ground_source(read_raw(raw, data_dir, mirror), raw.location, kind="arxiv", meta=meta)
+# One task for every grounding step of every kind, named after the step (its runs, its timings and its
+# cache key all say "clean", "split", "convert", ...). `src` says where the raw bytes are: a RawFile names
+# its blob and mirror file portably, relative to the data folder and the mirror. `domain` is narrowed to
+# the snapshot, so adding a later snapshot to the domain keys nothing of this one anew.
+@task(name="ground-step", cache_policy=CACHE, persist_result=True)
+def ground_step_task(
+    kind: str, step: str, src: RawSource, domain: DomainBase, earlier: tuple, code: str
+) -> Any:
+    return source_kind(kind).ground_step(step, src, domain, earlier)
 
 
 def ground_snapshot(
     cfg: FrameConfig,
-    domain: EdgarDomain | ArxivDomain,
+    domain: DomainBase,
     snapshot: str,
     code: str,
     source_digest: str,
     refresh: list[str] | tuple[str, ...] = (),
     recorder=None,
 ) -> dict:
-    """fetch -> clean -> split -> convert for one snapshot; writes data/grounding/<domain>/<snapshot>/.
+    """fetch, then the kind's grounding steps for every raw file of one snapshot; writes
+    data/grounding/<domain>/<snapshot>/.
 
     `refresh` names steps to recompute even when cached (`frame rerun`); `recorder` (a
     `flows.observe.StepRecorder`) logs each step's time, cache hit and cost."""
@@ -134,6 +90,7 @@ def ground_snapshot(
             return t.with_options(task_run_name=run_name(name, domain.name, snapshot, part))
         return lambda *args: recorder.call(t, name, snapshot, *args, part=part)
 
+    kind = kind_of(domain)
     # Keyed on this snapshot alone: adding a later snapshot to the domain does not fetch this one again.
     fcfg, fdomain = cfg.for_snapshot(domain.name, snapshot)
     raws = step(fetch_task, "fetch")(fcfg, fdomain, snapshot, source_digest, code)
@@ -142,13 +99,12 @@ def ground_snapshot(
     parts: list[Grounded] = []
     for raw in raws:
         # Which source of the snapshot a step converts, when it has several (the papers of a window).
-        part = (raw.arxiv_id or raw.accession or raw.sha256[:12]) if len(raws) > 1 else ""
-        if isinstance(domain, EdgarDomain):
-            clean = step(clean_task, "clean", part)(raw, data_dir, mirror, code)
-            sections = step(split_task, "split", part)(clean, code)
-            parts.append(step(convert_filing_task, "convert", part)(raw, clean, sections, domain.form, code))
-        else:
-            parts.append(step(convert_paper_task, "convert", part)(raw, data_dir, mirror, code))
+        part = kind.part(raw) if len(raws) > 1 else ""
+        src, earlier = RawSource(raw, data_dir, mirror), ()
+        for name in kind.ground_steps:
+            t = ground_step_task.with_options(name=name)
+            earlier = (*earlier, step(t, name, part)(domain.kind, name, src, fdomain, earlier, code))
+        parts.append(earlier[-1])
     grounded = merge_grounded(parts)
     out = write_grounding(grounded, Path(cfg.build.data_dir) / "grounding" / domain.name / snapshot)
     docs = grounded.documents

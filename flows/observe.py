@@ -20,10 +20,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from flows.steps import STEPS, run_name
+from flows.steps import SYNTH_STEPS, all_steps, run_name
 from schemas.config import ModelPrice
 from tasks.atomic import atomic_write_text
 from tasks.llm.client import metering
+from tasks.sources import source_kind
 
 COUNTERS = ("runs", "llm_calls", "llm_cache_hits", "prompt_tokens", "completion_tokens")
 
@@ -133,7 +134,7 @@ def fold(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rank = {"failed": 2, "ran": 1, "cached": 0}
         if rank[r["status"]] > rank[cur["status"]]:
             cur["status"], cur["error"] = r["status"], r.get("error", "")
-    order = {s: i for i, s in enumerate(STEPS)}
+    order = {s: i for i, s in enumerate(all_steps())}
     return sorted(acc.values(), key=lambda r: (r["domain"], r["snapshot"], order.get(r["step"], 99)))
 
 
@@ -160,8 +161,8 @@ def finish_run(
     for res in results:
         # A domain served whole from the cache ran no step in this build: its steps are all hits.
         if res.get("status") == "ok" and res.get("cached") and res["domain"] not in logged:
-            # Papers have no clean/split step (one convert per paper): list only what the domain runs.
-            steps = [s for s in STEPS if not (res.get("kind") == "arxiv" and s in ("clean", "split"))]
+            # Only the steps the domain's kind runs (papers have no clean/split step, one convert each).
+            steps = ["fetch", *source_kind(res["kind"]).ground_steps, *SYNTH_STEPS]
             for snap in res.get("snapshots", []):
                 for step in steps:
                     lines.append(

@@ -16,13 +16,13 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from schemas.config import ArxivDomain, EdgarDomain, FrameConfig, load_config
+from schemas.config import FrameConfig
 from schemas.release import release_id_problems
 from tasks.atomic import atomic_write_text
-from tasks.discover import discover_domain, latest_release, next_version, released_snapshots
+from tasks.config import load_config
+from tasks.discover import latest_release, next_version, released_snapshots
 from tasks.errors import ConfigError
-
-KINDS = ("edgar", "arxiv")
+from tasks.sources import discover_domain, source_kind
 
 
 @dataclass
@@ -36,12 +36,6 @@ class RefreshPlan:
     @property
     def up_to_date(self) -> bool:
         return self.previous is not None and not any(self.new.values())
-
-
-def _without_discovery(domain: EdgarDomain | ArxivDomain) -> EdgarDomain | ArxivDomain:
-    if isinstance(domain, EdgarDomain):
-        return domain.model_copy(update={"discover": False})
-    return domain.model_copy(update={"window_months": None})
 
 
 def plan_refresh(
@@ -62,8 +56,7 @@ def plan_refresh(
         # a date in the future would plan windows nobody has published yet (thousands, or an overflow)
         raise ConfigError("--today", f"{today} is after today's date ({real_today}): refreshes plan the past")
     for k in kinds or []:
-        if k not in KINDS:
-            raise ConfigError("--only", f"unknown source kind {k!r} (one of {', '.join(KINDS)})")
+        source_kind(k, "--only")
     today = today or real_today
     previous = latest_release(Path(cfg.build.data_dir) / "releases", release)
     known = released_snapshots(previous) if previous else {}
@@ -79,7 +72,7 @@ def plan_refresh(
     domains = []
     for d in cfg.domains:
         wanted = kinds is None or d.kind in kinds
-        grown = discover_domain(cfg, d if wanted else _without_discovery(d), known.get(d.name, []), today)
+        grown = discover_domain(cfg, d if wanted else d.without_discovery(), known.get(d.name, []), today)
         domains.append(grown)
     effective = cfg.with_domains(domains)
     new = {d.name: [s for s in d.snapshots if s not in set(known.get(d.name, []))] for d in domains}

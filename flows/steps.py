@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
-from schemas.config import ArxivDomain, EdgarDomain
+from schemas.domains import DomainBase
+from tasks.sources import ground_steps
 
-GROUND_STEPS = ("fetch", "clean", "split", "convert")
 SYNTH_STEPS = ("structure", "questions", "outline", "fill", "validate")
+# fetch and the grounding steps of every source kind (clean, split, convert for the built-in ones), then
+# synthesis; STEPS is the list when this module was imported, `all_steps()` includes kinds added since.
+GROUND_STEPS = ground_steps()
 STEPS = GROUND_STEPS + SYNTH_STEPS
-# Steps whose output feeds the next snapshot (the form-restricted structure adapts R_t's structure).
-_CARRIES_FORWARD = set(GROUND_STEPS) | {"structure", "questions"}
 
 
-def refresh_keys(domain: EdgarDomain | ArxivDomain, snapshot: str, step: str) -> list[str]:
+def all_steps() -> tuple[str, ...]:
+    return ground_steps() + SYNTH_STEPS
+
+
+def refresh_keys(domain: DomainBase, snapshot: str, step: str) -> list[str]:
     """The (domain|snapshot|step) keys to recompute when `step` of `snapshot` is rerun."""
-    if step not in STEPS:
-        raise ValueError(f"unknown step {step!r}; steps: {', '.join(STEPS)}")
+    steps = all_steps()
+    if step not in steps:
+        raise ValueError(f"unknown step {step!r}; steps: {', '.join(steps)}")
     snaps = domain.snapshots
-    keys = [f"{domain.name}|{snapshot}|{s}" for s in STEPS[STEPS.index(step) :]]
-    if step in _CARRIES_FORWARD:
+    keys = [f"{domain.name}|{snapshot}|{s}" for s in steps[steps.index(step) :]]
+    # Steps whose output feeds the next snapshot (the form-restricted structure adapts R_t's structure).
+    if step in set(ground_steps()) | {"structure", "questions"}:
         for later in snaps[snaps.index(snapshot) + 1 :]:
             keys += [f"{domain.name}|{later}|{s}" for s in SYNTH_STEPS]
     return keys

@@ -5,203 +5,35 @@ Every invalid field becomes one line naming the file, the field path and what is
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import re
-import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, SerializeAsAny, field_validator, model_validator
 
-from tasks.errors import ConfigError
-from tasks.files import FileProblem, read_capped, release_around
-
-Category = Literal["financial_quarterly", "financial_annual", "academic_simple", "academic_complex"]
-# The order and display labels of the categories, used everywhere a category is shown (release card,
-# leaderboard, diagnostic report), so one name means one thing.
-CATEGORY_ORDER: tuple[str, ...] = (
-    "financial_quarterly",
-    "financial_annual",
-    "academic_simple",
-    "academic_complex",
+from schemas.domains import (
+    ArxivDomain,
+    ArxivWindow,
+    DomainBase,
+    EdgarDomain,
+    category_labels,
+    domain_shapes,
+    validate_domains,
 )
-CATEGORY_LABELS: dict[str, str] = {
-    "financial_quarterly": "Financial, quarterly (10-Q)",
-    "financial_annual": "Financial, annual (10-K)",
-    "academic_simple": "Academic, simple",
-    "academic_complex": "Academic, complex",
-}
+from schemas.errors import ConfigError
+from schemas.strict import SLUG, Strict, no_nul, slug
+
+# The built-in kinds' categories in display order, and their labels (schemas.domains.category_labels()
+# gives every registered kind's).
+CATEGORY_LABELS: dict[str, str] = category_labels()
+CATEGORY_ORDER: tuple[str, ...] = tuple(CATEGORY_LABELS)
+_Strict = Strict  # the name other shapes import
+_slug = slug
+_no_nul = no_nul
 Form = Literal["10-Q", "10-K"]
 
-# Names end up in paths and ids: keep them to a safe slug so nothing can escape the data folder.
-# fullmatch, not match + "$": "$" also matches before a trailing newline.
-SLUG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,80}", re.ASCII)
-
-
-def _slug(value: str, what: str) -> str:
-    if not SLUG.fullmatch(value) or ".." in value:
-        raise ValueError(f"{what} must be letters, digits, '.', '_' or '-' (got {value!r})")
-    return value
-
-
-def _scalar_kinds(annotation: Any) -> set[type]:
-    """The scalar types (bool, int, float, str) a field annotation accepts, through Optional / Union /
-    Annotated; other types (lists, paths, models, literals) are left to pydantic."""
-    import types
-    import typing
-
-    origin = typing.get_origin(annotation)
-    if origin is Annotated:
-        return _scalar_kinds(typing.get_args(annotation)[0])
-    if origin in (typing.Union, types.UnionType):
-        out: set[type] = set()
-        for arg in typing.get_args(annotation):
-            out |= _scalar_kinds(arg)
-        return out
-    return {annotation} if annotation in (bool, int, float, str) else set()
-
-
-class _Strict(BaseModel):
-    # inf and nan are no setting: `timeout_s = inf` would be a wait without end
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_coercion(cls, data: Any) -> Any:
-        # TOML has real booleans and numbers: `papers_per_window = true` or `rounds = "3"` is a mistake to
-        # report, not something to read as 1 or 3 (pydantic's lax mode would).
-        if not isinstance(data, dict):
-            return data
-        for name, field in cls.model_fields.items():
-            key = field.alias or name
-            if key not in data:
-                continue
-            problem = _scalar_problem(data[key], _scalar_kinds(field.annotation))
-            if problem:
-                raise ValueError(f"{key}: {problem}")
-        return data
-
-
-def _scalar_problem(v: Any, kinds: set[type]) -> str | None:
-    if not kinds or v is None:
-        return None
-    if isinstance(v, bool):
-        return None if bool in kinds else f"expected {_kind_words(kinds)}, got the boolean {str(v).lower()}"
-    if kinds == {bool}:
-        return f"expected true or false, got {v!r}"
-    if isinstance(v, str) and str not in kinds:
-        return f"expected {_kind_words(kinds)}, got the string {v!r}"
-    return None
-
-
-def _kind_words(kinds: set[type]) -> str:
-    return " or ".join(w for t, w in ((int, "an integer"), (float, "a number"), (str, "text")) if t in kinds)
-
-
-class EdgarDomain(_Strict):
-    kind: Literal["edgar"]
-    name: str
-    category: Category
-    ticker: str
-    cik: str | None = None
-    form: Form
-    periods: list[dt.date] = Field(min_length=1, description="period-end dates of the snapshots, ascending")
-    discover: bool = Field(
-        default=False,
-        description="`frame refresh` appends newer periods of this form found at the source",
-    )
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        return _slug(v, "name")
-
-    @field_validator("ticker")
-    @classmethod
-    def _ticker(cls, v: str) -> str:
-        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9.\-]{0,9}", v, re.ASCII) or ".." in v:
-            raise ValueError(f"ticker must be 1-10 letters/digits (got {v!r})")
-        return v.upper()
-
-    @field_validator("cik")
-    @classmethod
-    def _cik(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        if not re.fullmatch(r"[0-9]{1,10}", v):
-            raise ValueError(f"cik must be up to 10 digits (got {v!r})")
-        return v.zfill(10)
-
-    @model_validator(mode="after")
-    def _checks(self) -> EdgarDomain:
-        if self.periods != sorted(set(self.periods)):
-            raise ValueError("periods must be distinct and in ascending order")
-        expected = {"10-Q": "financial_quarterly", "10-K": "financial_annual"}[self.form]
-        if self.category != expected:
-            raise ValueError(f"form {self.form} belongs to category {expected}, not {self.category}")
-        return self
-
-    @property
-    def snapshots(self) -> list[str]:
-        return [p.isoformat() for p in self.periods]
-
-
-class ArxivWindow(_Strict):
-    label: str
-    start: dt.date
-    end: dt.date
-
-    @field_validator("label")
-    @classmethod
-    def _label(cls, v: str) -> str:
-        return _slug(v, "label")
-
-    @model_validator(mode="after")
-    def _order(self) -> ArxivWindow:
-        if self.end < self.start:
-            raise ValueError(f"window {self.label}: end {self.end} is before start {self.start}")
-        return self
-
-
-class ArxivDomain(_Strict):
-    kind: Literal["arxiv"]
-    name: str
-    category: Category
-    topic: str
-    query: str = Field(min_length=1, description="arXiv API search query for live builds")
-    papers_per_window: int = Field(ge=1, le=50)
-    windows: list[ArxivWindow] = Field(min_length=1)
-    window_months: int | None = Field(
-        default=None,
-        ge=1,
-        le=24,
-        description="`frame refresh` appends consecutive windows of this many months once they have ended",
-    )
-
-    @field_validator("name", "topic")
-    @classmethod
-    def _names(cls, v: str) -> str:
-        return _slug(v, "name/topic")
-
-    @model_validator(mode="after")
-    def _checks(self) -> ArxivDomain:
-        if self.category not in ("academic_simple", "academic_complex"):
-            raise ValueError(f"arxiv domains are academic_simple or academic_complex, not {self.category}")
-        labels = [w.label for w in self.windows]
-        if len(set(labels)) != len(labels):
-            raise ValueError("window labels must be distinct")
-        for a, b in zip(self.windows, self.windows[1:], strict=False):
-            if b.start <= a.end:
-                raise ValueError(f"windows must be ordered and not overlap ({a.label} then {b.label})")
-        return self
-
-    @property
-    def snapshots(self) -> list[str]:
-        return [w.label for w in self.windows]
-
-
-Domain = Annotated[EdgarDomain | ArxivDomain, Field(discriminator="kind")]
+__all__ = ["SLUG", "ArxivDomain", "ArxivWindow", "DomainBase", "EdgarDomain"]
 
 
 class EdgarAccess(_Strict):
@@ -331,13 +163,6 @@ def env_name(value: str) -> str:
     raise ValueError(f"{value[:40]!r} is not an environment variable name")
 
 
-def _no_nul(v: Path | None) -> Path | None:
-    # A NUL cannot be in a path: os calls would raise far from the config that holds it.
-    if v is not None and "\x00" in str(v):
-        raise ValueError("must not contain a NUL character")
-    return v
-
-
 class BuildSettings(_Strict):
     data_dir: Path = Path("data")
 
@@ -397,7 +222,13 @@ class FrameConfig(_Strict):
     # model name -> price; estimates only, so it lives outside [llm] (whose fields key the caches).
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     source: SourceConfig
-    domains: list[Domain] = Field(min_length=1)
+    domains: list[SerializeAsAny[DomainBase]] = Field(min_length=1)
+
+    @field_validator("domains", mode="before")
+    @classmethod
+    def _kinds(cls, v: Any) -> Any:
+        # each table by the shape of the kind it names (schemas.domains: one per registered source kind)
+        return validate_domains(v)
 
     @model_validator(mode="after")
     def _unique(self) -> FrameConfig:
@@ -407,7 +238,7 @@ class FrameConfig(_Strict):
             raise ValueError(f"domain names must be unique: {', '.join(dupes)}")
         return self
 
-    def domain(self, name: str) -> EdgarDomain | ArxivDomain:
+    def domain(self, name: str) -> DomainBase:
         for d in self.domains:
             if d.name == name:
                 return d
@@ -419,19 +250,13 @@ class FrameConfig(_Strict):
         so adding a snapshot to one domain (a refresh) leaves every other domain's cache valid."""
         return self.model_copy(update={"domains": [self.domain(name)], "run": RunSettings(), "prices": {}})
 
-    def for_snapshot(self, name: str, snapshot: str) -> tuple[FrameConfig, EdgarDomain | ArxivDomain]:
+    def for_snapshot(self, name: str, snapshot: str) -> tuple[FrameConfig, DomainBase]:
         """The config and domain as one snapshot's fetch sees them (that snapshot only): a refresh that
         adds a snapshot never fetches the earlier ones again."""
-        d = self.domain(name)
-        if isinstance(d, EdgarDomain):
-            one = d.model_copy(update={"periods": [dt.date.fromisoformat(snapshot)], "discover": False})
-        else:
-            one = d.model_copy(
-                update={"windows": [w for w in d.windows if w.label == snapshot], "window_months": None}
-            )
+        one = self.domain(name).only(snapshot)
         return self.model_copy(update={"domains": [one], "run": RunSettings(), "prices": {}}), one
 
-    def with_domains(self, domains: list[EdgarDomain | ArxivDomain]) -> FrameConfig:
+    def with_domains(self, domains: list[DomainBase]) -> FrameConfig:
         return FrameConfig.model_validate({**self.model_dump(), "domains": [d.model_dump() for d in domains]})
 
 
@@ -440,7 +265,7 @@ def _field_path(loc: tuple) -> str:
     for item in loc:
         if isinstance(item, int):
             parts.append(f"[{item}]")
-        elif item in ("edgar", "arxiv") and parts and parts[-1].endswith("]"):
+        elif item in domain_shapes() and parts and parts[-1].endswith("]"):
             continue  # discriminator tag added by pydantic, not a field of the file
         else:
             parts.append(("." if parts else "") + str(item))
@@ -476,9 +301,13 @@ def model_at(root: type[BaseModel], loc: tuple) -> type[BaseModel] | None:
         kind = m.model_fields.get("kind")
         return typing.get_args(kind.annotation) if kind is not None else ()
 
+    def shapes(a: Any) -> list[Any]:
+        # a domain table is one of the registered kinds' shapes
+        return list(domain_shapes().values()) if a is DomainBase else [a]
+
     anns: list[Any] = [root]
     for item in loc:
-        members = _members(anns)
+        members = [s for m in _members(anns) for s in shapes(m)]
         models = [m for m in members if is_model(m)]
         picked = [m for m in models if item in tags(m)]
         if len(models) > 1 and picked:  # a tagged union: the item is the tag, not a key of the file
@@ -507,72 +336,3 @@ def unknown_key(root: type[BaseModel], loc: tuple) -> str:
     keys = [f.alias or name for name, f in model.model_fields.items()] if model is not None else []
     close = difflib.get_close_matches(key, keys, n=1)
     return f"unknown key {key!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
-
-
-MAX_CONFIG_BYTES = 4 << 20  # frame's largest config is a few KB
-
-
-def read_toml(path: Path) -> dict[str, Any]:
-    """The parsed TOML file; a one-line ConfigError when it is missing or not TOML."""
-    try:  # a FIFO or device is never opened (it would block or never end); a config is small
-        raw = read_capped(path.resolve(), MAX_CONFIG_BYTES, None, "more than {limit:,} bytes: not a config")
-    except FileNotFoundError:
-        raise ConfigError(path, "config file not found") from None
-    except FileProblem as exc:
-        raise ConfigError(path, str(exc)) from None
-    try:
-        return tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(path, f"not valid TOML ({str(exc).splitlines()[0]})") from None
-
-
-def load_config(path: str | Path) -> FrameConfig:
-    """Read and validate a TOML config. Relative paths resolve against the config file's folder."""
-    path = Path(path)
-    raw = read_toml(path)
-    try:
-        cfg = FrameConfig.model_validate(raw)
-    except ValidationError as exc:
-        errors = exc.errors()
-        # An unknown key is usually a typo, and the cause of the others (the real key is "missing"): it
-        # comes first, with the key it was probably meant to be.
-        err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
-        loc = tuple(err["loc"])
-        more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-        if err["type"] == "extra_forbidden":
-            field = _field_path(loc[:-1])
-            problem = (f"field {field}: " if field else "") + unknown_key(FrameConfig, loc)
-        else:
-            field = _field_path(loc) or "(top level)"
-            problem = f"field {field}: " + err["msg"].removeprefix("Value error, ")
-        raise ConfigError(path, problem + more) from None
-    base = path.resolve().parent
-    updates = {}
-    if not cfg.build.data_dir.is_absolute():
-        updates["build"] = cfg.build.model_copy(update={"data_dir": (base / cfg.build.data_dir).resolve()})
-    if cfg.source.mirror is not None and not cfg.source.mirror.is_absolute():
-        updates["source"] = cfg.source.model_copy(update={"mirror": (base / cfg.source.mirror).resolve()})
-    if cfg.run.result_storage is not None and not cfg.run.result_storage.is_absolute():
-        updates["run"] = cfg.run.model_copy(
-            update={"result_storage": (base / cfg.run.result_storage).resolve()}
-        )
-    cfg = cfg.model_copy(update=updates) if updates else cfg
-    outside_releases(path, build=cfg.build, run=cfg.run)
-    return cfg
-
-
-def outside_releases(path: Path, **sections: Any) -> None:
-    """ConfigError when a folder frame writes to (build.data_dir, run.result_storage) is inside a
-    release: a release is immutable (`frame release verify` would fail on every file written there)."""
-    for section, settings in sections.items():
-        if settings is None:
-            continue
-        for key in ("data_dir", "result_storage"):
-            folder = getattr(settings, key, None)
-            inside = release_around(folder) if folder is not None else None
-            if inside is not None:
-                raise ConfigError(
-                    path,
-                    f"field {section}.{key}: {folder} is inside the release {inside.parent.name}/"
-                    f"{inside.name}: releases are immutable",
-                )

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
 DocKind = Literal["prose", "table", "mixed"]
-SourceKind = Literal["edgar", "arxiv"]
+# A source kind's name ("edgar", "arxiv", or a kind registered in tasks.sources)
+SourceKind = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
 
 
 class GroundingDocument(BaseModel):

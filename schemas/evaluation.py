@@ -1,11 +1,11 @@
 """Evaluation configuration (TOML): the named report systems to score and the model roles that score them.
 
 `[systems.NAME]` tables (kind = builtin | openai | command | submission), the `[judge]` and `[embedder]`
-roles, `[score]`, `[prices]`, `[run]`, `[build]` and `[evolve]`. `load_eval_config` validates a file like
-`schemas.config.load_config`: one-line ConfigError naming the file and the field, unknown keys first
-(with a "did you mean" when one is close). Relative paths (prompt templates, submissions, program files
-in a command) resolve against the config's folder. `system_identity` is what of a system changes its
-reports: the generation cache key (never an API key or an env var's value).
+roles, `[score]`, `[prices]`, `[run]`, `[build]` and `[evolve]`. `tasks.config.load_eval_config` reads a
+file: one-line ConfigError naming the file and the field (`config_error` here), unknown keys first (with
+a "did you mean" when one is close). Relative paths (prompt templates, submissions, program files in a
+command) resolve against the config's folder. `tasks.generate.identity.system_identity` is what of a
+system changes its reports: the generation cache key (never an API key or an env var's value).
 """
 
 from __future__ import annotations
@@ -33,14 +33,11 @@ from schemas.config import (
     RunSettings,
     _Strict,
     env_name,
-    outside_releases,
-    read_toml,
     unknown_key,
 )
+from schemas.errors import ConfigError
 from schemas.evolve import EvolveSettings
 from schemas.scoring import ScoreSettings
-from tasks.errors import ConfigError
-from tasks.manifest import sha256_file
 
 __all__ = [
     "BUILTIN_NAMES",
@@ -55,9 +52,7 @@ __all__ = [
     "ScoreSection",
     "SubmissionSystem",
     "System",
-    "load_eval_config",
     "reports_sha256",
-    "system_identity",
 ]
 
 BuiltinName = Literal["gold", "copy-sample", "extractive"]
@@ -421,7 +416,8 @@ def _message(err: dict) -> str:
     return str(err["msg"]).removeprefix("Value error, ")
 
 
-def _one_line(path: Path, exc: ValidationError) -> ConfigError:
+def config_error(path: Path, exc: ValidationError) -> ConfigError:
+    """The one-line ConfigError of an evaluation config that failed validation."""
     errors = exc.errors()
     # an unknown key is usually a typo, and the cause of the other errors (a "missing" field): say it first
     err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
@@ -429,27 +425,6 @@ def _one_line(path: Path, exc: ValidationError) -> ConfigError:
     where = _field_path(loc[:-1] if err["type"] == "extra_forbidden" else loc)
     more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
     return ConfigError(path, (f"field {where}: " if where else "") + _message(err) + more)
-
-
-def load_eval_config(path: str | Path) -> EvalConfig:
-    """Read and validate an evaluation config; relative paths resolve against the file's folder."""
-    path = Path(path)
-    raw = read_toml(path)
-    base = path.resolve().parent
-    try:
-        cfg = EvalConfig.model_validate(raw, context={"base": base})
-    except ValidationError as exc:
-        raise _one_line(path, exc) from None
-    updates: dict[str, Any] = {}
-    if cfg.build is not None and not cfg.build.data_dir.is_absolute():
-        updates["build"] = cfg.build.model_copy(update={"data_dir": (base / cfg.build.data_dir).resolve()})
-    if cfg.run.result_storage is not None and not cfg.run.result_storage.is_absolute():
-        updates["run"] = cfg.run.model_copy(
-            update={"result_storage": (base / cfg.run.result_storage).resolve()}
-        )
-    cfg = cfg.model_copy(update=updates) if updates else cfg
-    outside_releases(path, build=cfg.build, run=cfg.run)
-    return cfg
 
 
 # ---------------------------------------------------------------- identity
@@ -461,56 +436,3 @@ def reports_sha256(reports: Mapping[str, str]) -> str:
     for iid in sorted(reports):
         h.update(iid.encode("utf-8") + b"\x00" + reports[iid].encode("utf-8") + b"\x00")
     return h.hexdigest()
-
-
-def _program_files(argv: list[str]) -> tuple[list[str], dict[str, str]]:
-    """argv with program files named by their file name (machine-independent), and their sha256s."""
-    shown, shas = [], {}
-    for i, item in enumerate(argv):
-        p = Path(item)
-        if p.is_absolute() and _existing_file(p) is not None:
-            shown.append(p.name)
-            shas[str(i)] = sha256_file(p)
-        else:
-            shown.append(item)
-    return shown, shas
-
-
-def system_identity(name: str, system: BaseModel) -> dict[str, Any]:
-    """What of system `name` changes its reports (JSON-able). The name itself is not part of it: two
-    names with the same settings share generations. Client knobs that leave replies unchanged
-    (concurrency, timeouts, retries, api_key_env) are left out; secrets never appear."""
-    if isinstance(system, BuiltinSystem):
-        return {"kind": "builtin", "builtin": system.builtin}
-    if isinstance(system, OpenAISystem):
-        prompt = system.prompt_file()
-        return {
-            "kind": "openai",
-            "base_url": system.base_url,
-            "model": system.model,
-            "temperature": system.temperature,
-            "top_p": system.top_p,
-            "seed": system.seed,
-            "max_output_tokens": system.llm_settings().output_budget(STRATEGY_ROLES[system.strategy]),
-            "token_margin": system.token_margin,
-            "context_tokens": system.context_tokens,
-            "strategy": system.strategy,
-            "prompt_sha256": sha256_file(prompt) if prompt is not None else None,
-        }
-    if isinstance(system, CommandSystem):
-        argv, shas = _program_files(system.command)
-        return {
-            "kind": "command",
-            "argv": argv,
-            "program_sha256": shas,
-            "timeout_s": system.timeout_s,
-            "output": system.output,
-            "max_chars": system.max_chars,
-            "env": sorted(system.env),
-            **({"pass_env": sorted(system.pass_env)} if system.pass_env else {}),
-        }
-    if isinstance(system, SubmissionSystem):
-        # the digest is of the reports as read (tasks.generate.systems.SubmissionReportSystem.identity):
-        # hashing the files apart from reading them would let them change in between
-        raise ConfigError(f"systems.{name}", "a submission's identity is the digest of its checked reports")
-    raise ConfigError(f"systems.{name}", f"not a system config ({type(system).__name__})")

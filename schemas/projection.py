@@ -10,7 +10,7 @@ from functools import cache
 from pathlib import Path
 from typing import NamedTuple
 
-from tasks.errors import FrameInputError
+from schemas.errors import FrameInputError
 
 __all__ = ["PAPER_DELTA", "PAPER_TYPE_WEIGHT", "PROJECTION_PATH", "Projection", "projection_for"]
 

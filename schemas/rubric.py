@@ -11,7 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from tasks.errors import FrameInputError
+from schemas.domains import domain_shapes, kind_of_category
+from schemas.errors import FrameInputError
 
 __all__ = [
     "CREDIT",
@@ -30,7 +31,7 @@ RUBRIC_PATH = Path(__file__).resolve().with_name("rubric.toml")
 
 Layer = Literal["G0", "G1", "G2"]
 Decision = Literal["pass", "partial", "fail", "na"]
-FAMILIES: tuple[str, ...] = ("financial", "academic")  # category "financial_quarterly" -> "financial"
+FAMILIES: tuple[str, ...] = ("financial", "academic")  # a kind's domains declare theirs (schemas.domains)
 # Paper 003: pass 1, partial 0.5, fail 0; not applicable leaves the denominator.
 CREDIT: dict[str, float | None] = {"pass": 1.0, "partial": 0.5, "fail": 0.0, "na": None}
 
@@ -40,8 +41,11 @@ class RubricError(FrameInputError):
 
 
 def category_family(category: str) -> str:
-    """ "financial_quarterly" -> "financial", "academic_simple" -> "academic" (the part before "_")."""
-    return category.split("_", 1)[0]
+    """The rubric family of a category, as the domain shape of its source kind declares it: "financial"
+    for filings, "academic" for papers; "" for a category of a kind with none (its family-specific items
+    are not applicable) or of no registered kind."""
+    kind = kind_of_category(category)
+    return domain_shapes()[kind].RUBRIC_FAMILY if kind is not None else ""
 
 
 class RubricItem(BaseModel):

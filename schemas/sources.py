@@ -1,4 +1,5 @@
-"""Provenance of one fetched raw file (EDGAR filing or arXiv paper), stored content-addressed."""
+"""Provenance of one fetched raw file (an EDGAR filing, an arXiv paper, or a file of another source
+kind), stored content-addressed."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ class RawFile(BaseModel):
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     path: str = Field(description="blob path relative to the data folder: raw/sha256/<aa>/<sha256><ext>")
     size: int = Field(ge=0)
-    source: Literal["edgar", "arxiv"]
+    source: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$", description="the source kind's name")
     origin: Literal["mirror", "live"]
     location: str = Field(description="URL (live) or path relative to the mirror folder (mirror)")
     domain: str

@@ -48,32 +48,10 @@ class _Transient(Exception):
         super().__init__(problem)
 
 
-# ---- entry point ------------------------------------------------------------------------------
-
-
-def discover_domain(
-    cfg: FrameConfig,
-    domain: EdgarDomain | ArxivDomain,
-    known: list[str],
-    today: dt.date,
-    *,
-    session: requests.Session | None = None,
-) -> EdgarDomain | ArxivDomain:
-    """The domain with snapshots = sorted union(domain's, `known`) + discovered ones newer than the last.
-
-    Domains without `discover` / `window_months` get only the union. The result is validated as the
-    same model. Raises ConfigError for a `known` snapshot that cannot be placed (not an ISO date for
-    EDGAR; an arXiv label that is neither a config window nor a reconstructible generated one).
-    """
-    if isinstance(domain, EdgarDomain):
-        return _discover_edgar(cfg, domain, known, session=session)
-    return _discover_arxiv(cfg, domain, known, today)
-
-
 # ---- EDGAR ------------------------------------------------------------------------------------
 
 
-def _discover_edgar(
+def discover_edgar(
     cfg: FrameConfig, domain: EdgarDomain, known: list[str], *, session: requests.Session | None
 ) -> EdgarDomain:
     periods = set(domain.periods)
@@ -266,7 +244,7 @@ def _reconstruct(domain: ArxivDomain, labels: set[str]) -> list[ArxivWindow]:
     return found
 
 
-def _discover_arxiv(cfg: FrameConfig, domain: ArxivDomain, known: list[str], today: dt.date) -> ArxivDomain:
+def discover_arxiv(cfg: FrameConfig, domain: ArxivDomain, known: list[str], today: dt.date) -> ArxivDomain:
     in_config = {w.label for w in domain.windows}
     windows = list(domain.windows) + _reconstruct(domain, {k for k in known if k not in in_config})
     windows.sort(key=lambda w: w.start)

@@ -68,7 +68,8 @@ def ground_snapshot(domain: str, snapshot: str, out: Path, papers: list[str] | N
     """A grounding folder built by the current code from the corpus into `out/domain/snapshot`: the
     filing of `TICKER-FORM` for period `snapshot`, or the listed `papers` (arXiv ids) of topic `domain`.
     Files are found through the MANIFESTs by what they are, never by a path of this machine's data/."""
-    from tasks.ground.documents import ground_source, merge_grounded, write_grounding
+    from tasks.ground.documents import merge_grounded, write_grounding
+    from tasks.sources import ground_source
 
     if papers is not None:
         by_id = {r["arxiv_id"]: r for r in arxiv_rows() if r["topic"] == domain}

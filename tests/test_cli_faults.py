@@ -210,7 +210,7 @@ def test_score_keeps_its_data_where_configured_never_above_the_release(tmp_path,
 
 
 def test_a_long_doctype_does_not_hide_the_kind_of_file(tmp_path):
-    from tasks.ground.documents import detect_kind
+    from tasks.sources import detect_kind
 
     filing = (CORPUS / "edgar" / "AAPL" / "10-Q" / "2025-06-28.htm").read_bytes()
     at = filing.index(b"<html")
@@ -223,7 +223,8 @@ def test_a_long_doctype_does_not_hide_the_kind_of_file(tmp_path):
 def test_outputs_get_the_usual_permissions(tmp_path):
     """One policy for every output: files 0666 and folders 0777 less the umask (no 0600 temp-file modes)."""
     from tasks.atomic import DIR_MODE, FILE_MODE, atomic_write_text
-    from tasks.ground.documents import ground_source, write_grounding
+    from tasks.ground.documents import write_grounding
+    from tasks.sources import ground_source
 
     out = write_grounding(ground_source(PAPER.read_bytes(), PAPER.name), tmp_path / "g")
     modes = {p.name: p.stat().st_mode & 0o777 for p in [out, *out.iterdir()]}

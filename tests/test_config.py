@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from schemas.config import ArxivDomain, EdgarDomain, load_config
+from schemas.config import ArxivDomain, EdgarDomain
+from tasks.config import load_config
 from tasks.errors import ConfigError
 from tests.conftest import ROOT, arxiv_rows, edgar_rows
 

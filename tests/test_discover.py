@@ -20,18 +20,18 @@ from schemas.config import (
     EdgarDomain,
     FrameConfig,
     SourceConfig,
-    load_config,
 )
 from tasks import discover as disc
+from tasks.config import load_config
 from tasks.discover import (
     DiscoveryHTTPError,
     add_months,
-    discover_domain,
     latest_release,
     next_version,
     released_snapshots,
 )
 from tasks.errors import ConfigError, FrameInputError
+from tasks.sources import discover_domain
 from tests.conftest import CORPUS, ROOT, arxiv_rows, edgar_rows
 
 AAPL_SUBMISSIONS = CORPUS / "edgar" / "AAPL" / "meta" / "CIK0000320193.json"

@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from schemas.facts import FACTS_SCHEMA
-from tasks.ground.documents import ground_source, write_grounding
-from tasks.ground.qa import qa_ground
+from tasks.ground.documents import write_grounding
+from tasks.sources import ground_source, qa_ground
 from tests.conftest import CORPUS, edgar_rows
 
 ROWS = edgar_rows()

@@ -29,11 +29,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from schemas.config import LLMSettings, load_config
+from schemas.config import LLMSettings
 from schemas.estimate import COUNTED, usd
 from schemas.release_rows import structure_from_row
 from schemas.scoring import ScoreSettings
 from schemas.structure import CONTAINERS
+from tasks.config import load_config
 from tasks.score.estimate import estimate_score
 from tasks.synthesize.estimate import estimate_build, message_tokens
 from tests.conftest import CORPUS, frame_env

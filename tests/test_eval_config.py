@@ -13,10 +13,10 @@ from schemas.evaluation import (
     CommandSystem,
     OpenAISystem,
     SubmissionSystem,
-    load_eval_config,
-    system_identity,
 )
+from tasks.config import load_eval_config
 from tasks.errors import ConfigError
+from tasks.generate.identity import system_identity
 
 ROOT = Path(__file__).resolve().parents[1]
 

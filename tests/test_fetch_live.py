@@ -23,9 +23,10 @@ from schemas.config import (
 )
 from tasks.errors import FrameInputError
 from tasks.fetch import edgar as edgar_mod
-from tasks.fetch import fetch_snapshot, read_raw
+from tasks.fetch import read_raw
 from tasks.fetch.arxiv import API_URL_ENV, live_arxiv, split_version, window_query
 from tasks.fetch.edgar import live_edgar
+from tasks.sources import fetch_snapshot
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 AAPL_DOC = CORPUS / "edgar" / "AAPL" / "10-Q" / "2025-03-29.htm"

@@ -21,9 +21,9 @@ import pytest
 from schemas.config import ArxivDomain, ArxivWindow, BuildSettings, EdgarDomain, FrameConfig, SourceConfig
 from schemas.sources import RawFile
 from tasks.errors import FrameInputError
-from tasks.fetch import fetch_snapshot
 from tasks.fetch.mirror import mirror_arxiv, mirror_edgar, parse_first_version
 from tasks.fetch.store import read_raw, store_raw
+from tasks.sources import fetch_snapshot
 from tests.conftest import CORPUS
 
 EDGAR_MANIFEST = CORPUS / "edgar" / "MANIFEST.csv"

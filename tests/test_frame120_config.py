@@ -11,7 +11,8 @@ from collections import Counter
 
 import pytest
 
-from schemas.config import ArxivDomain, EdgarDomain, load_config
+from schemas.config import ArxivDomain, EdgarDomain
+from tasks.config import load_config
 from tasks.errors import ConfigError
 from tests.conftest import CORPUS, ROOT
 

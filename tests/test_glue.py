@@ -13,10 +13,10 @@ import pytest
 from lxml import etree
 from lxml import html as lxml_html
 
-from tasks.ground.documents import ground_source
 from tasks.ground.glue import glued_tokens, markdown_plain, rendered_text
 from tasks.ground.ixbrl import XHTML, clean_filing, parse_ixbrl
 from tasks.ground.split import render_section, split_filing
+from tasks.sources import ground_source
 from tests.conftest import CORPUS
 from tests.test_grounding_units import _filing
 

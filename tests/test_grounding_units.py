@@ -133,7 +133,8 @@ def test_facts_table_is_exact_and_needs_no_pandas(tmp_path):
         import sys
         from pathlib import Path
         import pyarrow as pa
-        from tasks.ground.documents import facts_table, ground_source
+        from tasks.ground.documents import facts_table
+        from tasks.sources import ground_source
         p = Path({str(filing)!r})
         facts = ground_source(p.read_bytes(), p.name).facts
         table = facts_table(facts)
@@ -164,7 +165,7 @@ def test_facts_table_refuses_an_empty_value_in_a_required_column():
     filing = next(iter(sorted((CORPUS / "edgar").glob("*/10-Q/*.htm"))), None)
     if filing is None:
         pytest.skip("no EDGAR filing in the corpus")
-    from tasks.ground.documents import ground_source
+    from tasks.sources import ground_source
 
     facts = ground_source(filing.read_bytes(), filing.name).facts[:3]
     assert facts_table(facts).num_rows == 3
@@ -184,7 +185,7 @@ def test_facts_table_keeps_a_fact_larger_than_the_json_block():
     filing = next(iter(sorted((CORPUS / "edgar").glob("*/10-Q/*.htm"))), None)
     if filing is None:
         pytest.skip("no EDGAR filing in the corpus")
-    from tasks.ground.documents import ground_source
+    from tasks.sources import ground_source
 
     facts = ground_source(filing.read_bytes(), filing.name).facts[:3]
     big = [dataclasses.replace(facts[0], displayed_text="note text " * 300_000), *facts[1:]]

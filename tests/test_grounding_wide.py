@@ -13,8 +13,9 @@ import json
 import pytest
 
 from benchmarks.qa_wide import MUST_CHARS, PEER_OVERRULED
-from tasks.ground.documents import ground_source, write_grounding
+from tasks.ground.documents import write_grounding
 from tasks.ground.qa import qa_edgar
+from tasks.sources import ground_source
 from tests.conftest import CORPUS
 
 WIDE = CORPUS / "edgar-wide"

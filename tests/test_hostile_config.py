@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from schemas.config import load_config
+from tasks.config import load_config
 from tasks.errors import ConfigError
 from tests.conftest import CORPUS, frame_env
 from tests.test_refresh import config as refresh_config

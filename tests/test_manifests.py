@@ -83,7 +83,7 @@ def papers():
     """Two grounded papers: the content of an earlier folder and of the one replacing it."""
     if not PAPERS.is_dir():
         pytest.skip(f"shared corpus not found at {CORPUS}")
-    from tasks.ground.documents import ground_source
+    from tasks.sources import ground_source
 
     return {p: ground_source(p.read_bytes(), p.name, kind="arxiv") for p in (OLD_PAPER, NEW_PAPER)}
 
@@ -175,7 +175,8 @@ KILL_SCRIPT = """
 import os, signal, sys
 from pathlib import Path
 import tasks.manifest as m
-from tasks.ground.documents import ground_source, write_grounding
+from tasks.ground.documents import write_grounding
+from tasks.sources import ground_source
 
 point, paper, out = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
 die = lambda: os.kill(os.getpid(), signal.SIGKILL)
@@ -233,7 +234,7 @@ def built(tmp_path_factory, prefect_harness):
     if not (CORPUS / "edgar").is_dir():
         pytest.skip(f"shared corpus not found at {CORPUS}")
     from flows.release import build_and_publish
-    from schemas.config import load_config
+    from tasks.config import load_config
 
     tmp = tmp_path_factory.mktemp("manifests")
     path = tmp / "small.toml"

@@ -51,8 +51,14 @@ def test_finish_run_expands_a_domain_served_from_cache_and_writes_latest(tmp_pat
     start_run(tmp_path)
     StepRecorder(tmp_path, "a")._write(line("fill", "ran", domain="a", llm_calls=4, prompt_tokens=1000))
     results = [
-        {"status": "ok", "domain": "a", "cached": False, "snapshots": [{"snapshot": "t1"}]},
-        {"status": "ok", "domain": "b", "cached": True, "snapshots": [{"snapshot": "x"}, {"snapshot": "y"}]},
+        {"status": "ok", "domain": "a", "kind": "edgar", "cached": False, "snapshots": [{"snapshot": "t1"}]},
+        {
+            "status": "ok",
+            "domain": "b",
+            "kind": "edgar",
+            "cached": True,
+            "snapshots": [{"snapshot": "x"}, {"snapshot": "y"}],
+        },
         {"status": "failed", "domain": "c", "error": "c: no such filing"},
     ]
     s = finish_run(tmp_path, results, kind="build", model="m", backend="openai", prices=PRICES, wall_s=2.5)
@@ -180,7 +186,7 @@ def test_artifact_names_the_release_and_folds_a_cached_build_and_its_failures(tm
     rec._write(line("fill", "failed", domain="a", error="fill: endpoint said 500"))
     results = [
         {"status": "failed", "domain": "a", "error": "fill: endpoint said 500"},  # the step's error
-        {"status": "ok", "domain": "b", "cached": True, "snapshots": [{"snapshot": "x"}]},
+        {"status": "ok", "domain": "b", "kind": "edgar", "cached": True, "snapshots": [{"snapshot": "x"}]},
     ]
     s = finish_run(
         tmp_path,

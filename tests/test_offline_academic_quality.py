@@ -27,7 +27,8 @@ from dataclasses import dataclass
 import pyarrow.parquet as pq
 import pytest
 
-from schemas.config import ArxivDomain, load_config
+from schemas.config import ArxivDomain
+from tasks.config import load_config
 from tests.conftest import ROOT
 
 ACADEMIC = ("academic_simple", "academic_complex")

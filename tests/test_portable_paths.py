@@ -288,7 +288,7 @@ def test_score_manifest_names_the_release_not_its_folder(tmp_path):
 def test_config_hash_ignores_where_the_data_and_the_mirror_live(tmp_path):
     """A release's config_sha256 (manifest and card) is the same wherever the folders are."""
     from flows.build import config_digest
-    from schemas.config import load_config
+    from tasks.config import load_config
     from tests.conftest import SMALL_CONFIG
 
     def digest(folder: Path, text: str = SMALL_CONFIG) -> str:

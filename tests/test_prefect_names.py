@@ -44,7 +44,7 @@ import json, sys, threading, time
 from pathlib import Path
 from flows.settings import configure_prefect
 cfg_path, domains, release, version = sys.argv[1], sys.argv[2].split(","), sys.argv[3], sys.argv[4]
-from schemas.config import load_config
+from tasks.config import load_config
 cfg = load_config(cfg_path)
 configure_prefect(cfg.build.data_dir)
 import flows.build as b

@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from schemas.evaluation import load_eval_config
 from schemas.projection import PAPER_DELTA, PROJECTION_PATH, projection_for
 from schemas.scoring import ScoreSettings
+from tasks.config import load_eval_config
 from tasks.score.calibration import (
     DELTA_GRID,
     Unit,
@@ -91,8 +91,8 @@ def papers_fit(embed):
     if not (CORPUS / "arxiv" / "MANIFEST.csv").is_file():
         pytest.skip(f"shared corpus not found at {CORPUS}")
     from benchmarks.calibrate_structure import calibrate
-    from tasks.ground.documents import ground_source
     from tasks.score.calibration import paper_units
+    from tasks.sources import ground_source
 
     units = []
     with (CORPUS / "arxiv" / "MANIFEST.csv").open(newline="", encoding="utf-8") as fh:

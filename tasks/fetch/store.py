@@ -39,7 +39,6 @@ from tasks.manifest import sha256_file
 _COMPONENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _EXT = re.compile(r"^(\.[A-Za-z0-9]{1,10})?$")
 _SHA = re.compile(r"^[0-9a-f]{64}$")
-_SOURCES = ("edgar", "arxiv")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://\S+$")
 
 log = logging.getLogger(__name__)
@@ -108,13 +107,11 @@ def _check_location(origin: Any, location: Any) -> None:
 
 
 def provenance_dir(data_dir: str | Path, source: str, domain: str, snapshot: str) -> Path:
-    if source not in _SOURCES:
-        raise FrameInputError("provenance.source", f"source must be one of {_SOURCES}, not {source!r}")
     return (
         Path(data_dir).absolute()
         / "raw"
         / "provenance"
-        / source
+        / safe_component(source, "provenance.source")  # a source kind's name (tasks.sources)
         / safe_component(domain, "domain")
         / safe_component(snapshot, "snapshot")
     )

@@ -33,6 +33,7 @@ from tasks.llm.backend import Passage, StepContext
 from tasks.llm.client import LLMClient, LLMError, LLMResult
 from tasks.llm.prompts import Prompt, PromptError, prompt_file_or, render
 from tasks.markdown.document import code_mask, is_heading, markdown_plain, parse
+from tasks.sources import source_kind
 from tasks.synthesize.retrieve import RetrievalIndex
 from tasks.tokens import count_tokens
 
@@ -259,12 +260,16 @@ def _bounded_map(fn: Callable[[T], R], jobs: Sequence[T], limit: int) -> list[R]
 
 
 def _step(instance: Mapping[str, Any], grounding: Sequence[Mapping[str, Any]]) -> StepContext:
-    kind = next((r.get("source_kind") for r in grounding if r.get("source_kind")), "edgar")
+    kind = next((r.get("source_kind") for r in grounding if r.get("source_kind")), None)
+    if kind is None:
+        raise FrameInputError(
+            str(instance.get("instance_id") or "instance"), "its grounding names no source_kind"
+        )
     return StepContext(
         domain=str(instance.get("domain") or instance.get("instance_id") or "?"),
         snapshot=str(instance.get("t_target") or "?"),
         category=str(instance.get("category") or "?"),
-        source_kind="arxiv" if kind == "arxiv" else "edgar",
+        source_kind=source_kind(str(kind), "grounding source_kind").name(),
     )
 
 

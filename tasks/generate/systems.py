@@ -1,7 +1,7 @@
 """Report systems: one interface over frame's builtins, OpenAI-compatible models, programs and submissions.
 
 `make_system(name, config, cache_dir=...)` turns a `[systems.NAME]` table (schemas.evaluation) into a
-`ReportSystem`: `identity()` (the generation cache key, schemas.evaluation.system_identity) and
+`ReportSystem`: `identity()` (the generation cache key, tasks.generate.identity.system_identity) and
 `generate(instance, grounding) -> Generation` for one instance (a row of instances.parquet as a dict,
 and its rows of grounding_documents.parquet). Only the builtin `gold` reads the target report Y; every
 other system is handed the instance without it (`without_target`). A failure that concerns one
@@ -28,10 +28,10 @@ from schemas.evaluation import (
     OpenAISystem,
     SubmissionSystem,
     reports_sha256,
-    system_identity,
 )
 from tasks.errors import ConfigError, FrameInputError
 from tasks.generate.generation import Generation, without_target
+from tasks.generate.identity import system_identity
 
 __all__ = [
     "BuiltinReportSystem",

@@ -1,8 +1,8 @@
 """Raw source bytes -> grounding documents (Markdown + documents.json + facts.parquet).
 
-`ground_source` is the one entry point the CLI and the Prefect flow share; `write_grounding`
-writes a folder with its manifest all or nothing (temp folder, then one atomic exchange), so a failure
-or a kill never leaves half a folder nor loses an earlier one.
+`ground_filing` and `ground_paper` build the documents of one filing or paper (`tasks.sources` picks
+which for a source); `write_grounding` writes a folder with its manifest all or nothing (temp folder,
+then one atomic exchange), so a failure or a kill never leaves half a folder nor loses an earlier one.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import pyarrow as pa
 import pyarrow.json as pa_json
@@ -23,20 +22,18 @@ import pyarrow.parquet as pq
 from schemas.documents import GroundingDocument, doc_kind
 from schemas.facts import FACTS_SCHEMA
 from tasks.errors import FrameInputError
-from tasks.ground.ixbrl import CleanFiling, Fact, clean_filing
+from tasks.ground.ixbrl import CleanFiling, Fact
 from tasks.ground.split import FilingSection, render_section, split_filing
 from tasks.manifest import write_folder
 from tasks.markdown.tables import markdown_tables
 from tasks.tokens import count_tokens
-
-Kind = Literal["edgar", "arxiv"]
 
 
 @dataclass
 class Grounded:
     """Grounding documents of one raw source (one filing or one paper)."""
 
-    kind: Kind
+    kind: str  # the source kind's name (tasks.sources)
     source_sha256: str
     documents: list[GroundingDocument]
     markdown: dict[str, str]  # file name -> Markdown text, same order as documents
@@ -47,7 +44,7 @@ class Grounded:
 _DOCTYPE_SUBSET = re.compile(rb"<!DOCTYPE[^\[>]*\[", re.I)
 
 
-def _head(data: bytes, size: int = 200_000) -> bytes:
+def sniff_head(data: bytes, size: int = 200_000) -> bytes:
     """The first `size` bytes of the document proper: a DOCTYPE's internal subset (entity declarations,
     which are never expanded) is skipped, so a long one cannot hide what kind of file this is."""
     m = _DOCTYPE_SUBSET.search(data[:4096])
@@ -58,37 +55,14 @@ def _head(data: bytes, size: int = 200_000) -> bytes:
     return data[:size]
 
 
-def detect_kind(data: bytes, source_name: str) -> Kind:
-    head = _head(data)
-    if b"inlineXBRL" in head or b"<ix:header" in head:
-        return "edgar"
-    if b"ltx_document" in head or b"ltx_page_main" in head or b"LaTeXML" in head:
-        return "arxiv"
-    if not data.strip():
-        raise FrameInputError(source_name, "file is empty")
-    if b"\x00" in data[:4096]:
-        raise FrameInputError(source_name, "binary data, not an HTML document")
-    raise FrameInputError(source_name, "neither an iXBRL filing nor a LaTeXML paper; pass --kind")
-
-
-def ground_source(
-    data: bytes,
-    source_name: str,
-    kind: Kind | None = None,
-    expected_form: str | None = None,
-    meta: dict | None = None,
-    source_ref: str | None = None,
+def ground_paper(
+    data: bytes, source_name: str, meta: dict | None = None, source_ref: str | None = None
 ) -> Grounded:
-    """`source_name` names the input in error messages; `source_ref` (default `source_name`) is what
-    the documents record as their source: a portable name (a URL, a mirror-relative path or a file
-    name), never a path of the building machine."""
-    kind = kind or detect_kind(data, source_name)
-    sha = hashlib.sha256(data).hexdigest()
-    if kind == "edgar":
-        clean = clean_filing(data, source_name)
-        return ground_filing(clean, sha, source_name, expected_form, meta or {})
+    """One paper's HTML -> one grounding document. `source_name` names the input in error messages;
+    `source_ref` (default `source_name`) is what the document records as its source."""
     from tasks.ground.paper import paper_to_markdown  # imported lazily: filings never need it
 
+    sha = hashlib.sha256(data).hexdigest()
     paper = paper_to_markdown(data, source_name=source_name, meta=meta, source_ref=source_ref)
     md = paper.markdown
     arxiv_id = paper.metadata.get("arxiv_id") or Path(source_name).stem

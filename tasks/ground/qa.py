@@ -320,11 +320,3 @@ def _latexml_grid(table: etree._Element) -> list[list[str]]:
 def _span(td: etree._Element, name: str) -> int:
     v = (td.get(name) or "1").strip()
     return int(v) if v.isdigit() and int(v) > 0 else 1
-
-
-def qa_ground(source: Path, out_dir: Path, kind: str | None = None) -> dict:
-    from tasks.ground.documents import detect_kind
-
-    source, out_dir = Path(source), Path(out_dir)
-    kind = kind or detect_kind(source.read_bytes(), str(source))
-    return qa_edgar(source, out_dir) if kind == "edgar" else qa_arxiv(source, out_dir)

@@ -22,7 +22,7 @@ class StepContext:
     domain: str
     snapshot: str
     category: str
-    source_kind: Literal["edgar", "arxiv"]
+    source_kind: str  # the source kind's name (tasks.sources): its traits shape synthesis
 
 
 @dataclass(frozen=True)

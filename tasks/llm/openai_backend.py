@@ -57,6 +57,7 @@ from tasks.llm.client import LLMClient, LLMError, LLMResult
 from tasks.llm.prompts import Prompt, load_prompt, render
 from tasks.markdown.document import hash_line, is_figure, is_heading, is_table_row
 from tasks.markdown.periods import Period, period_end_named, snapshot_period, stale_mentions
+from tasks.sources import source_kind
 from tasks.tokens import count_tokens
 
 log = logging.getLogger(__name__)
@@ -405,7 +406,7 @@ class OpenAIBackend:
         """(earlier, new) period of a filing's form-restricted structure, the earlier read from the earlier
         plan's title ("... for the period ended July 30, 2023"); None when it names none (papers)."""
         end = period_end_named(prev.title)
-        if ctx.source_kind != "edgar" or end is None:
+        if not source_kind(ctx.source_kind).fiscal_periods or end is None:
             return None
         new = snapshot_period(
             ctx.snapshot,

@@ -108,8 +108,13 @@ def render(prompt: Prompt, **variables: Any) -> list[dict[str, str]]:
     """The chat messages [system, user] with every `{{placeholder}}` filled."""
     values = {k: str(v) for k, v in variables.items()}
     kind = values.get("source_kind")
-    if "source_brief" not in values and kind is not None and kind in prompt.parts:
-        values["source_brief"] = _substitute(prompt.parts[kind], values, f"prompt {prompt.name} ({kind})")
+    if "source_brief" not in values and kind is not None:
+        if kind in prompt.parts:
+            values["source_brief"] = _substitute(prompt.parts[kind], values, f"prompt {prompt.name} ({kind})")
+        else:  # a kind the prompt has no part for speaks through its own brief
+            from tasks.sources import source_kind
+
+            values["source_brief"] = source_kind(kind).brief
     return [
         {"role": "system", "content": _substitute(prompt.system, values, f"prompt {prompt.name} (system)")},
         {"role": "user", "content": _substitute(prompt.user, values, f"prompt {prompt.name} (user)")},

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from schemas.config import CATEGORY_LABELS, CATEGORY_ORDER
+from schemas.domains import category_labels
 from schemas.release import TABLE_KEYS, ReleaseManifest
 
 TABLE_DESCRIPTIONS = {
@@ -55,7 +55,8 @@ def _num(v: Any, decimals: int = 1) -> str:
 
 
 def _category_key(cat: str) -> tuple[int, str]:
-    return (CATEGORY_ORDER.index(cat) if cat in CATEGORY_ORDER else len(CATEGORY_ORDER), cat)
+    order = list(category_labels())  # every registered kind's categories, in display order
+    return (order.index(cat) if cat in order else len(order), cat)
 
 
 def _overall(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
@@ -80,7 +81,7 @@ def stats_markdown(stats_rows: list[Mapping[str, Any]]) -> str:
         rows = [*rows, _overall(rows)]
 
     def label(r: Mapping[str, Any]) -> str:
-        return CATEGORY_LABELS.get(str(r["category"]), _cell(r["category"]))
+        return category_labels().get(str(r["category"]), _cell(r["category"]))
 
     head = ["Category", "Instances"] + [h for _, h in MEAN_COLUMNS]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
@@ -159,7 +160,7 @@ def _instances_text(instances: Sequence[Mapping[str, Any]] | None) -> list[str]:
     lines = [rule, "", summary + (": " + "; ".join(parts) if parts else "") + ".", ""]
     lines += ["| Domain | Category | Snapshots | Instances |", "|---|---|---|---:|"]
     for name, d in sorted(domains.items(), key=lambda x: (_category_key(x[1]["category"]), x[0])):
-        label = CATEGORY_LABELS.get(d["category"], _cell(d["category"]))
+        label = category_labels().get(d["category"], _cell(d["category"]))
         snaps = ", ".join(_cell(s) for s in d["snapshots"])
         lines.append(f"| {_cell(name)} | {label} | {snaps} | {d['instances']} |")
     return lines

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from tasks import ast_guard
 from tasks.errors import FrameInputError
+from tasks.plugins import plugin_classes
 from tasks.score.metric import ComparisonFamily, JudgeEnv, MetricFamily, MetricSpec
 
 __all__ = [
@@ -98,12 +99,8 @@ def _load() -> None:
     if _LOADED:
         return
     _LOADED = True
-    for ref in _BUILTIN:
-        module, attr = ref.split(":")
-        _add(getattr(importlib.import_module(module), attr))
-    # families of installed packages: `[project.entry-points."frame.metric_families"] name = "pkg.mod:Class"`
-    for ep in importlib.metadata.entry_points(group=ENTRY_POINTS):
-        _add(ep.load())
+    for cls in plugin_classes(_BUILTIN, ENTRY_POINTS):
+        _add(cls)
 
 
 def families() -> dict[str, type[MetricFamily]]:

@@ -22,7 +22,8 @@ from typing import Any
 import pyarrow.parquet as pq
 from pydantic import BaseModel
 
-from schemas.config import ArxivDomain, EdgarDomain, FrameConfig, LLMSettings
+from schemas.config import FrameConfig, LLMSettings
+from schemas.domains import DomainBase
 from schemas.estimate import COUNTED, Estimate, EstimateRow, usd
 from schemas.release import SEMVER
 from schemas.release_rows import structure_from_row
@@ -341,8 +342,8 @@ def _replay(
 
 
 def _ctx(domain: str, snapshot: str, category: str, gset: GroundingSet) -> StepContext:
-    kind = gset.documents[0].source_kind if gset.documents else "edgar"
-    return StepContext(domain, snapshot, category, kind)
+    # callers refuse an empty set first: the kind is the documents' own
+    return StepContext(domain, snapshot, category, gset.documents[0].source_kind)
 
 
 def _settings_key(s: LLMSettings) -> tuple:
@@ -430,7 +431,7 @@ class _Plan:
         return {r: mine.get(r) or self._means(None)[r] for r in roles if r in mine or r in self._means(None)}
 
 
-def _snapshot(plan: _Plan, domain: EdgarDomain | ArxivDomain, i: int, prev: _Report | None, data_dir: Path):
+def _snapshot(plan: _Plan, domain: DomainBase, i: int, prev: _Report | None, data_dir: Path):
     """Add one snapshot's figures to `plan`; returns the report standing in for its replies."""
     snap = domain.snapshots[i]
     rid = f"{domain.name}/{snap}"
@@ -439,8 +440,7 @@ def _snapshot(plan: _Plan, domain: EdgarDomain | ArxivDomain, i: int, prev: _Rep
     if (folder / "documents.json").is_file():
         gset = load_grounding_set(folder, with_facts=False)
         stand_in = ref.reports.get(rid) or _proxy(ref, domain.category, i, gset.tokens)
-        kind = "edgar" if isinstance(domain, EdgarDomain) else "arxiv"
-        ctx = StepContext(domain.name, snap, domain.category, kind)
+        ctx = StepContext(domain.name, snap, domain.category, domain.kind)
         ref_g = ref.gset(stand_in.report_id)
         ref_ids = [d.doc_id for d in ref_g.documents] if ref_g else []
         got = _replay(plan.settings, gset, stand_in, prev.replied if prev else None, ctx, ref_ids)

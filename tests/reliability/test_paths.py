@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from schemas.config import load_config
+from tasks.config import load_config
 from tasks.errors import ConfigError, FrameInputError
-from tasks.fetch import fetch_snapshot
 from tasks.fetch.mirror import mirror_arxiv, mirror_edgar
 from tasks.release.write import _check_slug, write_release
+from tasks.sources import fetch_snapshot
 from tests.conftest import CORPUS
 
 FRAME = str(Path(sys.executable).with_name("frame"))

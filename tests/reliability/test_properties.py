@@ -24,7 +24,6 @@ from lxml import etree
 from lxml import html as lxml_html
 
 from tasks.errors import FrameInputError
-from tasks.ground.documents import ground_source
 from tasks.ground.ixbrl import IX, XHTML, clean_filing, numeric_value
 from tasks.ground.split import _block_markdown, filing_table_grid, split_filing
 from tasks.ground.tables import (
@@ -39,6 +38,7 @@ from tasks.markdown.pieces import md_blocks as _md_blocks
 from tasks.markdown.tables import markdown_tables
 from tasks.markdown.teds import parse_table, teds_pair
 from tasks.score.tree import report_tree, table_grids, tree_size
+from tasks.sources import ground_source
 from tests.conftest import CORPUS
 
 FILING = CORPUS / "edgar" / "AAPL" / "10-Q" / "2025-03-29.htm"

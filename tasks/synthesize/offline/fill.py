@@ -24,7 +24,7 @@ reports this produces are *extractive baselines*; real builds use an LLM endpoin
 - **figure**: the first figure passage (the `![...](...)` line and its caption), verbatim.
 - **list**: items of list passages, then relevant sentences, as `- ` items (at most 8, same budget).
 
-**Papers** (`ctx.source_kind == "arxiv"`): a sentence must make sense outside its paper. Inline
+**Papers** (a kind whose layout is "papers": arXiv): a sentence must make sense outside its paper. Inline
 footnotes are cut out of paragraphs, and every sentence goes through
 `tasks.synthesize.offline.clean.clean_sentence` (citation keys and reference parentheticals removed; a
 sentence with a bare key, a cross-reference such as "in Section 4" / "Table 2 shows" / "as shown
@@ -48,6 +48,7 @@ from schemas.structure import ReportStructure, StructureNode
 from tasks.llm.backend import Passage, StepContext
 from tasks.markdown.document import heading_of, is_figure, is_table_row
 from tasks.markdown.text import split_sentences, terms
+from tasks.sources import source_kind
 from tasks.synthesize.offline.clean import clean_caption, clean_sentence, strip_footnotes
 from tasks.synthesize.retrieve import node_query, node_sources
 from tasks.tokens import count_tokens
@@ -327,9 +328,9 @@ def fill(
     used: set[str] | None = None,
 ) -> str:
     """Extractive Markdown for one leaf (see the module docstring); `ctx` names the step and tells a
-    paper set (`source_kind == "arxiv"`) from a filing; `used` collects the sentences already placed in
+    paper set (the kind's layout) from a filing; `used` collects the sentences already placed in
     the report (papers only: none of them is placed again)."""
-    paper = ctx is not None and ctx.source_kind == "arxiv"
+    paper = ctx is not None and source_kind(ctx.source_kind).layout == "papers"
     used = used if paper else None
     out = ""
     if node.type == "table":

@@ -44,6 +44,7 @@ from tasks.ground.load import GroundingSet
 from tasks.llm.backend import StepContext
 from tasks.markdown.tables import markdown_tables
 from tasks.markdown.text import split_sentences, terms
+from tasks.sources import source_kind
 from tasks.synthesize.offline.structure import (
     caption,
     paper_parts,
@@ -483,8 +484,11 @@ def add_questions(
     structure: ReportStructure, gset: GroundingSet, prev: ReportStructure | None, ctx: StepContext
 ) -> ReportStructure:
     """Structure with 5-8 questions per section and 1-3 per subsection and leaf (module docstring)."""
-    b = _Builder(structure, gset, prev, ctx.source_kind == "arxiv")
+    layout = source_kind(ctx.source_kind).layout
+    b = _Builder(structure, gset, prev, layout == "papers")
     nodes = [b.visit(sec, None, sec)[0] for sec in structure.nodes]
+    if layout == "documents":
+        nodes = [_about_documents(n) for n in nodes]
     prov = [p.model_dump() for p in structure.provenance]
     mine = provenance("questions").model_dump()
     if mine not in prov:
@@ -497,6 +501,30 @@ def add_questions(
             "provenance": prov,
         }
     )
+
+
+# The filing wording of the templates, said of the documents of a kind that is neither filings nor papers.
+_DOCUMENTS_WORDING = (
+    ("does the filing report", "do the documents report"),
+    ("the filing makes", "the documents make"),
+    ("does management cite", "do the documents cite"),
+    ("does the filing mention", "do the documents mention"),
+    ("does the filing draw", "do the documents draw"),
+    ("does the filing list", "do the documents list"),
+)
+
+
+def _about_documents(node: dict) -> dict:
+    def reword(q: str) -> str:
+        for old, new in _DOCUMENTS_WORDING:
+            q = q.replace(old, new)
+        return q
+
+    return {
+        **node,
+        "questions": [reword(q) for q in node.get("questions", [])],
+        "children": [_about_documents(c) for c in node.get("children", [])],
+    }
 
 
 __all__ = ["Candidate", "add_questions", "prose_questions", "table_questions"]

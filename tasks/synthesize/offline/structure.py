@@ -3,10 +3,10 @@
 Deterministic rules over the grounding documents' metadata and Markdown headings; no model, no
 randomness. The gold reports they lead to are *extractive baselines*; real builds use an LLM endpoint.
 
-**Form-free (t1)**: one builder per source kind, each in a module of its own: filings
-(`source_kind == "edgar"`) in `structure_filing.py`, papers (`source_kind == "arxiv"`) in
-`structure_paper.py`; what they share (reading documents, matching titles, building nodes and ids)
-in `structure_common.py`.
+**Form-free (t1)**: one builder per document layout of a source kind (`tasks.sources`), each in a module
+of its own: a filing's sections (layout "filing": EDGAR) in `structure_filing.py`, papers ("papers":
+arXiv) in `structure_paper.py`, any other documents in `structure_documents.py`; what they share (reading
+documents, matching titles, building nodes and ids) in `structure_common.py`.
 
 **Form-restricted (t2, t3)**: prev's sections are all kept with their ids, titles and order. Each child
 is matched to the element a form-free proposal over the new set contains (same title, or the same
@@ -41,6 +41,7 @@ from schemas.structure import CONTAINERS, LEAVES, ReportStructure, StructureNode
 from tasks.ground.load import GroundingSet
 from tasks.llm.backend import StepContext
 from tasks.markdown.periods import Period, find_periods, period_end_named, rewrite_title, snapshot_period
+from tasks.sources import source_kind
 from tasks.synthesize.offline.structure_common import (
     ALGORITHM_VERSION,
     LEAD_MAX_WORDS,
@@ -56,6 +57,7 @@ from tasks.synthesize.offline.structure_common import (
     provenance,
     titles_match,
 )
+from tasks.synthesize.offline.structure_documents import documents_structure
 from tasks.synthesize.offline.structure_filing import (
     MDNA_SUBSECTIONS,
     MDNA_TABLES,
@@ -97,11 +99,14 @@ __all__ = [
 ]
 
 
+_BUILDERS = {"filing": _filing_structure, "papers": _paper_structure, "documents": documents_structure}
+
+
 def propose_structure(gset: GroundingSet, ctx: StepContext) -> ReportStructure:
     """Form-free structure at the first snapshot (no questions)."""
     if not gset.documents:
         raise ValueError(f"{ctx.domain} {ctx.snapshot}: empty grounding set, nothing to structure")
-    build = _paper_structure if ctx.source_kind == "arxiv" else _filing_structure
+    build = _BUILDERS[source_kind(ctx.source_kind).layout]
     title, sections = build(gset, ctx)
     return ReportStructure.model_validate(
         {
