@@ -34,7 +34,8 @@ __all__ = [
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
-PLOT_CODE = ("tasks/score/plots.py", "tasks/score/leaderboard.py")
+# the code the plots are drawn with: plots.py and the leaderboard module it takes its CIs and orders from
+PLOT_CODE = ("tasks/score/plots.py", "tasks/score/leaderboard/core.py")
 
 
 @dataclass
