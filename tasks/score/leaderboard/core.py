@@ -7,18 +7,37 @@ from __future__ import annotations
 import hashlib
 import inspect
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from schemas.config import CATEGORY_LABELS, CATEGORY_ORDER
+from schemas.domains import category_labels
 from schemas.evaluation import BUILTIN_NAMES
 from tasks.score import registry
 
 OVERALL = "overall"
-SCOPE_LABELS = {OVERALL: "Overall", **CATEGORY_LABELS}
+
+
+class _ScopeLabels(Mapping[str, str]):
+    """ "Overall" and the label of every registered source kind's categories, read when used (a kind
+    registered after this import is labelled too)."""
+
+    def _all(self) -> dict[str, str]:
+        return {OVERALL: "Overall", **category_labels()}
+
+    def __getitem__(self, scope: str) -> str:
+        return self._all()[scope]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+SCOPE_LABELS: Mapping[str, str] = _ScopeLabels()
 BOARD_COLUMNS: tuple[str, ...] = (
     "system",
     "scope",
@@ -122,8 +141,8 @@ def _ordered(names: Iterable[str], fixed: Sequence[str]) -> list[str]:
 
 
 def scope_order(scopes: Iterable[str]) -> list[str]:
-    """Scope "overall" first, then known categories in CATEGORY_ORDER, then other categories sorted."""
-    return _ordered(scopes, (OVERALL, *CATEGORY_ORDER))
+    """Scope "overall" first, then the registered categories in display order, then others sorted."""
+    return _ordered(scopes, (OVERALL, *category_labels()))
 
 
 def metric_order(metrics: Iterable[str]) -> list[str]:
