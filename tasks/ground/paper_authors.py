@@ -4,19 +4,23 @@ front matter of tasks.ground.paper's document)."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from tasks.ground.paper_html import _MACRO_ERROR, _classes, _math_tex
 from tasks.ground.paper_meta import has_class
 from tasks.ground.tables import collapse_ws
 
-if TYPE_CHECKING:  # the renderer imports this module; its type is only named here
-    from tasks.ground.paper import _Renderer
+
+class _LineRenderer(Protocol):
+    """What is used of tasks.ground.paper's renderer (which imports this module, so it is not named)."""
+
+    def flat_text(self, el: Any) -> tuple[str, list]: ...
+
 
 _AUTHOR_SPLIT = re.compile(r"\s*(?:,|;|\band\b|&|\u2003|\u2002|\u2001|\u2000|\s{3,})\s*")
 
 
-def _author_names(doc: Any, r: _Renderer) -> tuple[list[str], list[str]]:
+def _author_names(doc: Any, r: _LineRenderer) -> tuple[list[str], list[str]]:
     """Author names (heuristic: the first line of each author block) and the other author lines
     (affiliations, e-mails) from ``ltx_creator`` elements."""
     names: list[str] = []
