@@ -33,10 +33,29 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from lxml import etree
-from lxml import html as lxml_html
-
 from tasks.errors import FrameInputError
+from tasks.ground.paper_authors import _author_names
+from tasks.ground.paper_html import (
+    _BLOCK_CLASSES,
+    _BLOCK_TAGS,
+    _FRONT_MATTER,
+    _GRAPHIC_CLASSES,
+    _HEADING_LEVEL,
+    _MACRO_ERROR,
+    _NUMERIC_SUP,
+    _OTHER_TITLES,
+    _classes,
+    _display,
+    _escape_line_start,
+    _escape_prose,
+    _figure_kind,
+    _int_attr,
+    _is_skipped,
+    _math_tex,
+    _texttext,
+    normalize_tex,
+)
+from tasks.ground.paper_input import _check_complete, _decode, _parse, _pick_document
 from tasks.ground.paper_meta import has_class, info_lines, paper_metadata
 from tasks.ground.tables import Cell, collapse_ws, expand_spans, grid_to_markdown
 
@@ -55,116 +74,6 @@ class PaperMarkdown:
     figures: int
     references: int
     metadata: dict = field(default_factory=dict)
-
-
-# ----------------------------------------------------------------------------------------------
-# small helpers
-
-_TEX_WRAP = re.compile(r"(?<!\\)%\r?\n")
-_MACRO_ERROR = re.compile(r"^\s*(\\[A-Za-z@]+\*?|\\.|\{[A-Za-z@*]+\}|\\(begin|end)\{[A-Za-z@*]+\})\s*$")
-_ESC_LT = re.compile(r"<(?=[A-Za-z/!?])")
-_NUMERIC_SUP = re.compile(r"^[\-−–+]?\d+(?:[.,]\d+)?$")
-_HEADING_LEVEL = {
-    "ltx_title_part": 1,
-    "ltx_title_chapter": 1,
-    "ltx_title_section": 1,
-    "ltx_title_appendix": 1,
-    "ltx_title_subsection": 2,
-    "ltx_title_subsubsection": 3,
-}
-# titles handled elsewhere (front matter, abstract, bibliography, table of contents)
-_OTHER_TITLES = {"ltx_title_document", "ltx_title_abstract", "ltx_title_bibliography", "ltx_title_contents"}
-_SKIP_TAGS = {
-    "script", "style", "noscript", "nav", "header", "footer", "button", "form", "dialog", "input",
-    "textarea", "select", "template", "head", "title", "meta", "link", "base", "iframe", "object",
-    "embed", "canvas", "svg", "audio", "video",
-}  # fmt: skip
-_SKIP_CLASSES = {
-    "ltx_page_logo", "ltx_page_navbar", "ltx_page_header", "ltx_page_footer", "ltx_TOC", "ltx_LaTeXML_logo",
-    "ltx_bib_cited", "ltx_listing_data", "infobox", "floating-btn", "modal", "sr-only", "ltx_role_orcid",
-    "ltx_pagination",
-}  # fmt: skip
-_SKIP_CLASS_PREFIXES = ("ar5iv-", "arxiv-html-", "ds-", "html-header")
-_FRONT_MATTER = {"ltx_authors", "ltx_dates", "ltx_keywords", "ltx_classification", "ltx_subtitle"}
-_BLOCK_TAGS = {
-    "div", "p", "section", "article", "blockquote", "figure", "figcaption", "center", "main", "aside",
-    "h1", "h2", "h3", "h4", "h5", "h6", "pre", "dd", "dt", "li", "address", "hr",
-}  # fmt: skip
-_BLOCK_CLASSES = {"ltx_p", "ltx_para", "ltx_inline-para", "ltx_block", "ltx_logical-block"}
-_GRAPHIC_CLASSES = {"ltx_graphics", "ltx_picture", "ltx_missing_image", "ltx_missing"}
-_FIGURE_KINDS = ("ltx_figure", "ltx_table", "ltx_float")
-
-
-def normalize_tex(tex: str) -> str:
-    """TeX from a MathML ``alttext``: drop LaTeXML's ``%<newline>`` wraps, collapse whitespace."""
-    out = " ".join(_TEX_WRAP.sub("", tex).split())
-    if re.search(r"(?<!\\)(?:\\\\)*\\$", out):
-        out += " "  # a control space "\ " at the very end keeps its space
-    return out
-
-
-def _escape_line_start(line: str) -> str:
-    """Keep a prose line from reading as a heading, table row, quote, list item or code fence."""
-    if line[:1] in ("#", "|", ">", "-", "+", "*", "`", "=") and (
-        line[:1] in "#|>" or line.startswith("```") or re.match(r"^[-+*=](?:\s|$)", line)
-    ):
-        return "\\" + line
-    return re.sub(r"^(\d+)([.)])(?=\s|$)", r"\1\\\2", line)
-
-
-def _classes(el: Any) -> set[str]:
-    c = el.get("class")
-    return set(c.split()) if c else set()
-
-
-def _escape_prose(text: str) -> str:
-    return _ESC_LT.sub(r"\\<", text.replace("$", "\\$"))
-
-
-def _is_skipped(el: Any, cls: set[str]) -> bool:
-    if el.tag in _SKIP_TAGS or cls & _SKIP_CLASSES:
-        return True
-    if el.get("id") in ("license-tr", "watermark-tr", "header", "footer"):
-        return True
-    if el.get("aria-hidden") == "true" and not cls & {"ltx_Math"}:
-        return True
-    return any(c.startswith(_SKIP_CLASS_PREFIXES) for c in cls)
-
-
-def _display(tex: str) -> str:
-    """``$$tex$$``; a trailing control symbol such as ``\\,`` gets a space so ``$$`` stays visible."""
-    return f"$${tex} $$" if re.search(r"\\[^A-Za-z]$", tex) else f"$${tex}$$"
-
-
-def _math_tex(el: Any) -> str:
-    alt = el.get("alttext")
-    if alt is None:
-        ann = el.xpath('.//*[local-name()="annotation"][@encoding="application/x-tex"]')
-        alt = ann[0].text_content() if ann else el.text_content()
-    return normalize_tex(alt or "")
-
-
-def _figure_kind(el: Any, cls: set[str]) -> str | None:
-    if el.tag == "img":
-        return None
-    for kind in _FIGURE_KINDS:
-        if kind in cls:
-            return kind
-    return None
-
-
-def _int_attr(el: Any, name: str) -> int:
-    try:
-        return max(1, int(el.get(name) or 1))
-    except ValueError:
-        return 1
-
-
-def _texttext(text: str) -> str:
-    """Plain text placed inside a display equation as ``\\text{...}``."""
-    text = " ".join(text.split())
-    text = re.sub(r"([#$%&_{}])", r"\\\1", text)
-    return "\\text{" + text + "}" if text else ""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -676,185 +585,6 @@ def _figure_scan(fig: Any) -> tuple[bool, bool, bool, list[Any]]:
 
 
 # ----------------------------------------------------------------------------------------------
-# input checks and parsing
-
-
-def _decode(data: bytes | str, source_name: str) -> str:
-    if isinstance(data, bytes):
-        if not data.strip():
-            raise FrameInputError(source_name, "empty file")
-        if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-            try:
-                text = data.decode("utf-16")
-            except UnicodeDecodeError as exc:
-                raise FrameInputError(source_name, "binary data, not UTF-16 text") from exc
-        else:
-            if b"\x00" in data:
-                raise FrameInputError(source_name, "binary data (NUL bytes), not HTML")
-            try:
-                text = data.decode("utf-8-sig")
-            except UnicodeDecodeError as exc:
-                raise FrameInputError(
-                    source_name, f"binary or non-UTF-8 data (undecodable byte at offset {exc.start})"
-                ) from exc
-    elif isinstance(data, str):
-        text = data.lstrip("\ufeff")
-    else:
-        raise FrameInputError(source_name, f"expected HTML bytes or str, got {type(data).__name__}")
-    if not text.strip():
-        raise FrameInputError(source_name, "empty file")
-    if "\x00" in text:
-        raise FrameInputError(source_name, "binary data (NUL characters), not HTML")
-    return text
-
-
-_END_RE = re.compile(r"</(?:html|body)\s*>(?:\s|<!--.*?-->)*\Z", re.I | re.S)
-
-
-def _check_complete(text: str, source_name: str) -> None:
-    if not _END_RE.search(text[-4096:]):
-        raise FrameInputError(source_name, "truncated HTML (no closing </body> or </html> at the end)")
-
-
-def _parse(text: str, source_name: str) -> Any:
-    if not any(m in text for m in ("ltx_document", "ltx_page_main", "ltx_title_document")):
-        raise FrameInputError(
-            source_name, "not a LaTeXML paper (no ltx_document/ltx_page_main/ltx_title_document)"
-        )
-    parser = lxml_html.HTMLParser(encoding="utf-8", remove_comments=False, huge_tree=True)
-    try:
-        root = lxml_html.document_fromstring(text.encode("utf-8"), parser=parser)
-    except (etree.ParserError, ValueError) as exc:
-        raise FrameInputError(source_name, f"unparseable HTML ({exc})".replace("\n", " ")) from exc
-    return root
-
-
-def _pick_document(root: Any, source_name: str) -> Any:
-    docs = root.xpath(f"//*[{has_class('ltx_document')}]")
-    # the innermost one: fixture wrappers put ltx_document on <body> around the real <article>
-    inner = [d for d in docs if not d.xpath(f".//*[{has_class('ltx_document')}]")]
-    if inner:
-        return inner[0]
-    for name in ("ltx_page_content", "ltx_page_main"):
-        found = root.xpath(f"//*[{has_class(name)}]")
-        if found:
-            return found[0]
-    titles = root.xpath(f"//*[{has_class('ltx_title_document')}]")
-    if titles:
-        return titles[0].getparent()
-    raise FrameInputError(
-        source_name, "not a LaTeXML paper (no ltx_document/ltx_page_main/ltx_title_document)"
-    )
-
-
-# ----------------------------------------------------------------------------------------------
-# front matter and metadata
-
-_AUTHOR_SPLIT = re.compile(r"\s*(?:,|;|\band\b|&|\u2003|\u2002|\u2001|\u2000|\s{3,})\s*")
-
-
-def _author_names(doc: Any, r: _Renderer) -> tuple[list[str], list[str]]:
-    """Author names (heuristic: the first line of each author block) and the other author lines
-    (affiliations, e-mails) from ``ltx_creator`` elements."""
-    names: list[str] = []
-    extra: list[str] = []
-    for creator in doc.xpath(f".//*[{has_class('ltx_creator')}]"):
-        if "ltx_role_author" not in _classes(creator) and "ltx_role_editor" not in _classes(creator):
-            continue
-        for pn in creator.xpath(f".//*[{has_class('ltx_personname')}]"):
-            for group in _personname_groups(pn):
-                # names run on over a <br> when each of those lines carries affiliation marks
-                # ("A¹ B² <br> C¹ <br> ¹Univ"), the affiliation lines start with their mark
-                n = 1
-                if _MARK in group[0]:
-                    while n < len(group) and _MARK in group[n] and not group[n].startswith(_MARK):
-                        if "@" in group[n]:
-                            break
-                        n += 1
-                first = "\u2003".join(x.replace(_MARK, "") for x in group[:n])
-                rest = [collapse_ws(x.replace(_MARK, "")) for x in group[n:]]
-                for part in _AUTHOR_SPLIT.split(first):
-                    part = part.strip(" ,;*†‡§¶∗0123456789")
-                    if names and re.fullmatch(r"(?:Jr|Sr)\.?|I{2,3}|IV", part):
-                        names[-1] += ", " + part  # "J. I. Bailey, III"
-                    elif part and re.search(r"[^\W\d_]", part) and part not in names:
-                        names.append(part)
-                extra.extend(x for x in rest if x and x not in extra)
-        for contact in creator.xpath(f".//*[{has_class('ltx_role_affiliation')}]"):
-            t, _ = r.flat_text(contact)
-            if t and t not in extra:
-                extra.append(t)
-    return names, extra
-
-
-_MARK_TEX = re.compile(r"^\s*(?:\{\})?\s*\^|^\s*\\(?:ast|dagger|ddagger|star|S|P|sharp|flat|natural)\s*$")
-_AUTHOR_BREAK_MACROS = {"\\AND", "\\And", "\\and"}
-_MARK = "\x01"  # where an affiliation mark (superscript) was dropped
-
-
-def _personname_groups(pn: Any) -> list[list[str]]:
-    """Lines of a personname (split at <br>; superscript marks, notes and contact blocks dropped),
-    grouped per author block: a block starts at a line opening with "&" or at LaTeX's \\And."""
-    lines: list[list[str]] = [[]]
-
-    def at_line_start() -> bool:
-        current = "".join(lines[-1])
-        return not current.strip() or bool(re.search(r"\n[ \t\xa0]*$", current))
-
-    def visit(el: Any) -> None:
-        if el.text:
-            lines[-1].append(el.text)
-        for c in el:
-            if isinstance(c.tag, str):
-                cc = _classes(c)
-                if c.tag == "br":
-                    lines.append([])
-                elif c.tag == "math":
-                    tex = _math_tex(c)
-                    if not _MARK_TEX.search(tex):
-                        lines[-1].append(f"${tex}$")
-                    else:
-                        if at_line_start():  # "{}^{1}Department of ...": an affiliation line
-                            lines.append([])
-                        lines[-1].append(_MARK)
-                elif "ltx_ERROR" in cc:
-                    if c.text_content().strip() in _AUTHOR_BREAK_MACROS:
-                        lines.append(["&"])
-                    elif not _MACRO_ERROR.match(c.text_content() or ""):
-                        visit(c)
-                elif c.tag == "sup":
-                    lines[-1].append(_MARK)
-                elif c.tag == "sub" or cc & {"ltx_note", "ltx_contact", "ltx_author_notes"}:
-                    pass
-                else:
-                    visit(c)
-            if c.tail:
-                lines[-1].append(c.tail)
-
-    visit(pn)
-    groups: list[list[str]] = []
-    pieces: list[str] = []
-    for parts in lines:  # an "&" at the start of a source line also opens an author block
-        raw = re.split(r"\n[ \t\xa0]*(?=&)", "".join(parts))
-        pieces.extend(raw)
-    for s in pieces:
-        s = re.sub(r"[ \t\r\n\f\v\xa0]+", " ", s).strip()  # keep em spaces: they separate authors
-        starts_block = s.startswith("&")
-        s = s.lstrip("& ").strip()
-        if not s.replace(_MARK, "").strip():
-            s = ""
-        if not s:
-            if starts_block:
-                groups.append([])
-            continue
-        if starts_block or not groups:
-            groups.append([s])
-        else:
-            groups[-1].append(s)
-    return [g for g in groups if g]
-
-
-# ----------------------------------------------------------------------------------------------
 # entry point
 
 
@@ -883,18 +613,8 @@ def _convert(root: Any, text: str, source_name: str, meta: dict, source_ref: str
     stats = _Stats()
     r = _Renderer(stats)
 
-    # title (the page's own value wins), subtitle
-    title_els = doc.xpath(f".//*[{has_class('ltx_title_document')}]") or root.xpath(
-        f"//*[{has_class('ltx_title_document')}]"
-    )
-    title_notes: list[str] = []
-    title = ""
-    if title_els:
-        title, title_notes = r.flat_text(title_els[0], collect_notes=True)
-    if not title:
-        title = collapse_ws(str(meta.get("title") or "")) or collapse_ws(
-            (root.findtext(".//title") or "").strip()
-        )
+    # read in page order: the renderer's counts (equations, figures, references) run across every part
+    title, title_notes = _title(doc, root, meta, r)
     subtitle = ""
     sub_els = doc.xpath(f".//*[{has_class('ltx_subtitle')}]")
     if sub_els:
@@ -902,24 +622,10 @@ def _convert(root: Any, text: str, source_name: str, meta: dict, source_ref: str
 
     authors, affiliations = _author_names(doc, r)
 
-    def _front(name: str) -> str:
-        els = doc.xpath(f".//*[{has_class(name)}]")
-        return " ".join(t for t in (r.flat_text(e)[0] for e in els) if t)
-
-    dates = _front("ltx_dates")
-    keywords = _front("ltx_keywords")
-    classification = _front("ltx_classification")
-
-    # abstract(s)
-    abstract_blocks: list[str] = []
-    for ab in doc.xpath(f".//*[{has_class('ltx_abstract')}]"):
-        if ab.xpath(f"ancestor::*[{has_class('ltx_abstract')}]"):
-            continue
-        ar = r.sub(flat=False)
-        skip = {c for c in ab if isinstance(c.tag, str) and "ltx_title_abstract" in _classes(c)}
-        ar.children(ab, skip=skip)
-        abstract_blocks.extend(ar.finish())
-    abstract = "\n\n".join(abstract_blocks)
+    dates = _front(doc, r, "ltx_dates")
+    keywords = _front(doc, r, "ltx_keywords")
+    classification = _front(doc, r, "ltx_classification")
+    abstract = _abstract(doc, r)
 
     # body
     r.children(doc)
@@ -936,21 +642,9 @@ def _convert(root: Any, text: str, source_name: str, meta: dict, source_ref: str
         }
     )
 
-    lines = [f"# {title}", ""]
     info = info_lines(metadata, affiliations, dates, classification)
-    lines += info + [""]
-    for n in title_notes:
-        lines += [n, ""]
-    if abstract:
-        lines += ["## Abstract", "", abstract, ""]
-    for b in body_blocks:
-        lines += [b, ""]
     refs = stats.references
-    if refs:
-        lines += ["## References", ""]
-        lines += ["- " + (ref or "(empty entry)") for ref in refs]
-        lines.append("")
-    markdown = "\n".join(lines).rstrip("\n") + "\n"
+    markdown = _document_markdown(title, info, title_notes, abstract, body_blocks, refs)
 
     return PaperMarkdown(
         markdown=markdown,
@@ -964,3 +658,63 @@ def _convert(root: Any, text: str, source_name: str, meta: dict, source_ref: str
         references=len(refs),
         metadata=metadata,
     )
+
+
+def _title(doc: Any, root: Any, meta: dict, r: _Renderer) -> tuple[str, list[str]]:
+    """The title (the page's own value wins over the manifest's, then the HTML <title>) and the notes
+    pulled out of it."""
+    title_els = doc.xpath(f".//*[{has_class('ltx_title_document')}]") or root.xpath(
+        f"//*[{has_class('ltx_title_document')}]"
+    )
+    title_notes: list[str] = []
+    title = ""
+    if title_els:
+        title, title_notes = r.flat_text(title_els[0], collect_notes=True)
+    if not title:
+        title = collapse_ws(str(meta.get("title") or "")) or collapse_ws(
+            (root.findtext(".//title") or "").strip()
+        )
+    return title, title_notes
+
+
+def _front(doc: Any, r: _Renderer, name: str) -> str:
+    """One line of every front-matter element of class `name` (dates, keywords, classification)."""
+    els = doc.xpath(f".//*[{has_class(name)}]")
+    return " ".join(t for t in (r.flat_text(e)[0] for e in els) if t)
+
+
+def _abstract(doc: Any, r: _Renderer) -> str:
+    """The abstract(s) as Markdown blocks, without their "Abstract" titles."""
+    abstract_blocks: list[str] = []
+    for ab in doc.xpath(f".//*[{has_class('ltx_abstract')}]"):
+        if ab.xpath(f"ancestor::*[{has_class('ltx_abstract')}]"):
+            continue
+        ar = r.sub(flat=False)
+        skip = {c for c in ab if isinstance(c.tag, str) and "ltx_title_abstract" in _classes(c)}
+        ar.children(ab, skip=skip)
+        abstract_blocks.extend(ar.finish())
+    return "\n\n".join(abstract_blocks)
+
+
+def _document_markdown(
+    title: str,
+    info: list[str],
+    title_notes: list[str],
+    abstract: str,
+    body_blocks: list[str],
+    refs: list[str],
+) -> str:
+    """The document: title, info bullets, title notes, abstract, body, references."""
+    lines = [f"# {title}", ""]
+    lines += info + [""]
+    for n in title_notes:
+        lines += [n, ""]
+    if abstract:
+        lines += ["## Abstract", "", abstract, ""]
+    for b in body_blocks:
+        lines += [b, ""]
+    if refs:
+        lines += ["## References", ""]
+        lines += ["- " + (ref or "(empty entry)") for ref in refs]
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"

@@ -386,8 +386,17 @@ def split_filing(clean: CleanFiling) -> list[FilingSection]:
     blocks = [b for b in _blocks(body) if b.tag != "page-break"]
     texts = _BlockTexts(blocks)
     items = {h.index: h for h in _select_items(form, _item_heads(form, blocks, texts))}
-    # Note starts: the block holding a text block's anchor, or, when the anchor stands alone before
-    # the note's first paragraph, the next block with text.
+    sections = _Splitter(form, blocks, texts, items, _note_anchors(body, blocks, texts)).run()
+    return [
+        s
+        for s in sections
+        if s.section_type == "item" or any(_text(b) or b.find(".//img") is not None for b in s.blocks)
+    ]
+
+
+def _note_anchors(body: etree._Element, blocks: list[etree._Element], texts: _BlockTexts) -> dict[int, str]:
+    """Note starts (block index -> the text block's concept): the block holding a text block's anchor,
+    or, when the anchor stands alone before the note's first paragraph, the next block with text."""
     anchor_concepts: dict[int, str] = {}
     index = {id(b): i for i, b in enumerate(blocks)}
     for anchor in body.iter("note-anchor"):
@@ -399,170 +408,210 @@ def split_filing(clean: CleanFiling) -> list[FilingSection]:
             j += 1
         if j < len(blocks):
             anchor_concepts.setdefault(j, anchor.get("data-concept", ""))
-    anchors = set(anchor_concepts)
-    statements_item = next(it for it in form_items(form) if it.slug == "financial-statements")
-    # Items whose text may hold the notes: the statements item, the 10-K's exhibits item (F-pages).
-    notes_items = {
-        (it.part, it.item)
-        for it in form_items(form)
-        if it.slug in ("financial-statements", "exhibits-and-schedules")
-    }
+    return anchor_concepts
 
-    sections: list[FilingSection] = [FilingSection("cover-page", "Cover page", "cover", span=[0, 0])]
-    ids: dict[str, FilingSection] = {"cover-page": sections[0]}
-    current = sections[0]
-    note_ordinal = 0
-    notes_started = False  # statements end where the notes begin
-    last_fallback_note = 0
 
-    def open_section(sec: FilingSection, i: int) -> FilingSection:
+class _Splitter:
+    """One walk over a filing's blocks, in order: each block opens a section (an item, a note, a
+    statement, the auditor's report, the signatures) or joins the section being filled."""
+
+    def __init__(
+        self,
+        form: str,
+        blocks: list[etree._Element],
+        texts: _BlockTexts,
+        items: dict[int, _ItemHead],
+        anchor_concepts: dict[int, str],
+    ) -> None:
+        self.form = form
+        self.blocks = blocks
+        self.texts = texts
+        self.items = items
+        self.anchor_concepts = anchor_concepts
+        self.anchors = set(anchor_concepts)
+        self.statements_item = next(it for it in form_items(form) if it.slug == "financial-statements")
+        # Items whose text may hold the notes: the statements item, the 10-K's exhibits item (F-pages).
+        self.notes_items = {
+            (it.part, it.item)
+            for it in form_items(form)
+            if it.slug in ("financial-statements", "exhibits-and-schedules")
+        }
+        self.has_statements_item = any(
+            (h.part, h.item) in self.notes_items and h.item == self.statements_item.item
+            for h in items.values()
+        )
+        self.sections: list[FilingSection] = [FilingSection("cover-page", "Cover page", "cover", span=[0, 0])]
+        self.ids: dict[str, FilingSection] = {"cover-page": self.sections[0]}
+        self.current = self.sections[0]
+        self.note_ordinal = 0
+        self.notes_started = False  # statements end where the notes begin
+        self.last_fallback_note = 0
+
+    def run(self) -> list[FilingSection]:
+        skip = -1
+        for i, block in enumerate(self.blocks):
+            if i == skip:
+                continue
+            head = _heading_text(block)
+            if i in self.items:
+                if self.items[i].consumes_next:
+                    skip = i + 1
+                self.open_item(self.items[i], block, i)
+                continue
+            if self.anchored_note(block, i, head) or self.heading(i, head):
+                continue
+            self.current.blocks.append(block)
+            self.current.span[1] = i + 1
+        return self.sections
+
+    def open_section(self, sec: FilingSection, i: int) -> FilingSection:
         base, n = sec.doc_id, 2
-        while sec.doc_id in ids:  # a second block of the same statement kind
-            if sections[-1].doc_id == base or sections[-1].doc_id.startswith(base + "-"):
-                return sections[-1]  # consecutive continuation (e.g. two equity periods): same document
+        while sec.doc_id in self.ids:  # a second block of the same statement kind
+            last = self.sections[-1]
+            if last.doc_id == base or last.doc_id.startswith(base + "-"):
+                return last  # consecutive continuation (e.g. two equity periods): same document
             sec.doc_id = f"{base}-{n}"
             n += 1
         sec.span = [i, i]
-        ids[sec.doc_id] = sec
-        sections.append(sec)
+        self.ids[sec.doc_id] = sec
+        self.sections.append(sec)
         return sec
 
-    def statements_context() -> tuple[int | None, str | None]:
+    def statements_context(self) -> tuple[int | None, str | None]:
+        current = self.current
         if current.section_type in ("statement", "auditor-report", "note") or (
-            current.section_type == "item" and current.item == statements_item.item
+            current.section_type == "item" and current.item == self.statements_item.item
         ):
             return current.part, current.item
-        return statements_item.part, statements_item.item
+        return self.statements_item.part, self.statements_item.item
 
-    has_statements_item = any(
-        (h.part, h.item) in notes_items and h.item == statements_item.item for h in items.values()
-    )
-
-    def statements_here() -> bool:
+    def statements_here(self) -> bool:
         """Where primary statements may start: the statements item and what follows it, the F-pages
         after Item 15 or the signatures, the cover (statements before any item heading); any other item
         (MD&A's summarized guarantor tables) only in a filing without a statements item heading."""
-        if current.section_type != "item":
+        if self.current.section_type != "item":
             return True
-        if (current.part, current.item) in notes_items:
+        if (self.current.part, self.current.item) in self.notes_items:
             return True
-        return not has_statements_item
+        return not self.has_statements_item
 
-    skip = -1
-    for i, block in enumerate(blocks):
-        if i == skip:
-            continue
-        head = _heading_text(block)
-        if i in items:
-            h = items[i]
-            fi = h.form_item or next(iter(items_numbered(form, h.item)), None)
-            slug = fi.slug if fi else slugify(h.title)
-            prefix = f"part-{h.part}-" if h.part and not annual(form) else ""
-            sec = FilingSection(f"{prefix}item-{h.item.lower()}-{slug}", h.title, "item", h.part, h.item)
-            sec.covers = h.covers if len(h.covers) > 1 else None
-            current = open_section(sec, i)
-            notes_started = False
-            last_fallback_note = 0
-            if h.consumes_next:
-                skip = i + 1
-            if h.run_in:
-                current.blocks.append(block)
-            current.span[1] = i + 1
-            continue
-        if (
-            i in anchors
-            and current.section_type == "item"
-            and (current.part, current.item) not in notes_items
-        ):
-            anchors.discard(i)  # a text block of another item (MD&A, Item 9B): not a note
-        if i in anchors and current.section_type == "note" and not current.blocks and current.span[1] == i:
+    def open_item(self, h: _ItemHead, block: etree._Element, i: int) -> None:
+        form = self.form
+        fi = h.form_item or next(iter(items_numbered(form, h.item)), None)
+        slug = fi.slug if fi else slugify(h.title)
+        prefix = f"part-{h.part}-" if h.part and not annual(form) else ""
+        sec = FilingSection(f"{prefix}item-{h.item.lower()}-{slug}", h.title, "item", h.part, h.item)
+        sec.covers = h.covers if len(h.covers) > 1 else None
+        self.current = self.open_section(sec, i)
+        self.notes_started = False
+        self.last_fallback_note = 0
+        if h.run_in:
+            self.current.blocks.append(block)
+        self.current.span[1] = i + 1
+
+    def anchored_note(self, block: etree._Element, i: int, head: str | None) -> bool:
+        """A block where a note's text block starts; False when it is not one (or not a note's)."""
+        if i not in self.anchors:
+            return False
+        current = self.current
+        if current.section_type == "item" and (current.part, current.item) not in self.notes_items:
+            self.anchors.discard(i)  # a text block of another item (MD&A, Item 9B): not a note
+            return False
+        if current.section_type == "note" and not current.blocks and current.span[1] == i:
             # The text block starts right under an untagged "Note N" heading that already opened the note.
             current.blocks.append(block)
             current.span[1] = i + 1
-            continue
-        if i in anchors:
-            note_ordinal += 1
-            notes_started = True
-            label_block, k = None, i - 1
-            while k > 0 and not texts.size(k):
-                k -= 1
-            last_kept = next((b for b in reversed(current.blocks) if b is blocks[k] or _text(b)), None)
-            if last_kept is blocks[k] and len(texts[k]) <= 12 and _NOTE_LABEL.match(texts[k]):
-                label_block = blocks[k]  # "NOTE 4" on its own line belongs to the note
-                current.blocks = [b for b in current.blocks if b is not label_block]
-                current.span[1] = k
-            concept = anchor_concepts[i]
-            text = texts[i] if block.tag != "table" else (head or "")
-            title = _note_title(text, block, concept_label(concept))
-            if label_block is not None:
-                title = f"{texts[k]} {title}"
-            part, item = statements_context()
-            if re.match(r"schedule\b", title, re.I):  # Schedule II etc.: a financial statement schedule
-                note_ordinal -= 1
-                sec = FilingSection(slugify(title), title, "schedule", part, item)
-            else:
-                sec = FilingSection(_note_doc_id(title, note_ordinal), title, "note", part, item)
-            current = open_section(sec, i)
-            if label_block is not None:
-                current.span[0] = k
-            if len(text) > 160 or title != text:
-                current.blocks.append(block)
-            current.span[1] = i + 1
-            continue
-        if head is not None and (pm := PART_HEAD.match(head)) and len(pm.group("rest")) <= 60:
-            continue  # "PART II — OTHER INFORMATION": structure, carried by the items' part ids
-        if head is not None:
-            if re.fullmatch(r"signatures?", head, re.I) and len(sections) > 1:
-                current = open_section(FilingSection("signatures", head, "signatures", current.part), i)
-                notes_started = False
-                current.span[1] = i + 1
-                continue
-            if not notes_started and current.section_type != "note":
-                if _AUDITOR.match(head):
-                    part, item = statements_context()
-                    current = open_section(
-                        FilingSection("auditor-report", head, "auditor-report", part, item), i
-                    )
-                    current.span[1] = i + 1
-                    continue
-                kind = _looks_like_statement(blocks, i, head) if statements_here() else None
-                if kind:
-                    part, item = statements_context()
-                    current = open_section(
-                        FilingSection(STATEMENT_SLUGS[kind], head, "statement", part, item), i
-                    )
-                    current.span[1] = i + 1
-                    continue
-            if _NOTES_START.match(head):
-                notes_started = True
-            # Typographic note headings: the fallback for filings without text blocks, and the notes a
-            # filer left untagged ("Note 1" before the first tagged note, "NOTE 2" inside note 1's block).
-            nm = _FALLBACK_NOTE.match(head) if len(head) <= 160 else None
-            if nm and (nm.group(1) or not anchors):
-                number = int(nm.group(1) or nm.group(2))
-                in_notes = notes_started or current.section_type in ("note", "statement")
-                follows = (
-                    number == (note_number(current) or 0) + 1
-                    if current.section_type == "note"
-                    else number == 1
-                )
-                if in_notes and (follows or (not anchors and number == last_fallback_note + 1)):
-                    last_fallback_note = number
-                    note_ordinal += 1
-                    notes_started = True
-                    part, item = statements_context()
-                    current = open_section(
-                        FilingSection(_note_doc_id(head, note_ordinal), head, "note", part, item), i
-                    )
-                    current.span[1] = i + 1
-                    continue
-        current.blocks.append(block)
-        current.span[1] = i + 1
-    return [
-        s
-        for s in sections
-        if s.section_type == "item" or any(_text(b) or b.find(".//img") is not None for b in s.blocks)
-    ]
+            return True
+        self.open_anchored_note(block, i, head)
+        return True
+
+    def open_anchored_note(self, block: etree._Element, i: int, head: str | None) -> None:
+        blocks, texts = self.blocks, self.texts
+        self.note_ordinal += 1
+        self.notes_started = True
+        label_block, k = None, i - 1
+        while k > 0 and not texts.size(k):
+            k -= 1
+        last_kept = next((b for b in reversed(self.current.blocks) if b is blocks[k] or _text(b)), None)
+        if last_kept is blocks[k] and len(texts[k]) <= 12 and _NOTE_LABEL.match(texts[k]):
+            label_block = blocks[k]  # "NOTE 4" on its own line belongs to the note
+            self.current.blocks = [b for b in self.current.blocks if b is not label_block]
+            self.current.span[1] = k
+        concept = self.anchor_concepts[i]
+        text = texts[i] if block.tag != "table" else (head or "")
+        title = _note_title(text, block, concept_label(concept))
+        if label_block is not None:
+            title = f"{texts[k]} {title}"
+        part, item = self.statements_context()
+        if re.match(r"schedule\b", title, re.I):  # Schedule II etc.: a financial statement schedule
+            self.note_ordinal -= 1
+            sec = FilingSection(slugify(title), title, "schedule", part, item)
+        else:
+            sec = FilingSection(_note_doc_id(title, self.note_ordinal), title, "note", part, item)
+        self.current = self.open_section(sec, i)
+        if label_block is not None:
+            self.current.span[0] = k
+        if len(text) > 160 or title != text:
+            self.current.blocks.append(block)
+        self.current.span[1] = i + 1
+
+    def heading(self, i: int, head: str | None) -> bool:
+        """A short block that opens a section (or, as a Part heading, is dropped); False otherwise."""
+        if head is None:
+            return False
+        if (pm := PART_HEAD.match(head)) and len(pm.group("rest")) <= 60:
+            return True  # "PART II — OTHER INFORMATION": structure, carried by the items' part ids
+        if re.fullmatch(r"signatures?", head, re.I) and len(self.sections) > 1:
+            sec = FilingSection("signatures", head, "signatures", self.current.part)
+            self.current = self.open_section(sec, i)
+            self.notes_started = False
+            self.current.span[1] = i + 1
+            return True
+        if not self.notes_started and self.current.section_type != "note" and self.statement_heading(i, head):
+            return True
+        if _NOTES_START.match(head):
+            self.notes_started = True
+        return self.fallback_note(i, head)
+
+    def statement_heading(self, i: int, head: str) -> bool:
+        """The auditor's report or a primary statement opening here."""
+        if _AUDITOR.match(head):
+            part, item = self.statements_context()
+            self.current = self.open_section(
+                FilingSection("auditor-report", head, "auditor-report", part, item), i
+            )
+            self.current.span[1] = i + 1
+            return True
+        kind = _looks_like_statement(self.blocks, i, head) if self.statements_here() else None
+        if kind:
+            part, item = self.statements_context()
+            self.current = self.open_section(
+                FilingSection(STATEMENT_SLUGS[kind], head, "statement", part, item), i
+            )
+            self.current.span[1] = i + 1
+            return True
+        return False
+
+    def fallback_note(self, i: int, head: str) -> bool:
+        """Typographic note headings: the fallback for filings without text blocks, and the notes a
+        filer left untagged ("Note 1" before the first tagged note, "NOTE 2" inside note 1's block)."""
+        nm = _FALLBACK_NOTE.match(head) if len(head) <= 160 else None
+        if not (nm and (nm.group(1) or not self.anchors)):
+            return False
+        number = int(nm.group(1) or nm.group(2))
+        current = self.current
+        in_notes = self.notes_started or current.section_type in ("note", "statement")
+        follows = number == (note_number(current) or 0) + 1 if current.section_type == "note" else number == 1
+        if not (in_notes and (follows or (not self.anchors and number == self.last_fallback_note + 1))):
+            return False
+        self.last_fallback_note = number
+        self.note_ordinal += 1
+        self.notes_started = True
+        part, item = self.statements_context()
+        sec = FilingSection(_note_doc_id(head, self.note_ordinal), head, "note", part, item)
+        self.current = self.open_section(sec, i)
+        self.current.span[1] = i + 1
+        return True
 
 
 def note_number(sec: FilingSection) -> int | None:

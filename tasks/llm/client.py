@@ -285,6 +285,22 @@ def endpoint_of(s: LLMSettings) -> str:
     return (s.base_url or "(default endpoint)").rstrip("/")
 
 
+@dataclass
+class _Asking:
+    """One complete_json call's state across its replies: the conversation so far (corrective
+    follow-ups appended), the output budget, what the replies cost."""
+
+    convo: list[dict[str, Any]]
+    budget: int
+    grown: bool  # the budget was raised once already (or may not be)
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    attempt: int = 0  # corrective attempts so far (a larger budget is not one)
+    replies: int = 0  # replies received, whatever came of them
+    reason: str = "no reply"
+
+
 class LLMClient:
     """See the module docstring. One instance may be shared by many threads."""
 
@@ -519,109 +535,142 @@ class LLMClient:
         s = self.settings
         messages = [dict(m) for m in messages]
         key = request_hash(role, s.model, messages, self._params(role))
-        entry = self.cache.get(key)
-        if entry is not None and entry.kind == "chat" and entry.text is not None:
-            try:
-                value = parse_reply(entry.text, schema, check)
-            except InvalidOutput as exc:
-                log.warning(
-                    "%s: cached reply %s no longer validates (%s); asking again",
-                    self.where(role, ctx),
-                    key[:12],
-                    exc.reason,
-                )
-            else:
-                self.stats.add(hits=1)
-                log.debug("%s: cache hit %s", self.where(role, ctx), key[:12])
-                return LLMResult(
-                    value=value,
-                    text=entry.text,
-                    prompt_tokens=entry.prompt_tokens,
-                    completion_tokens=entry.completion_tokens,
-                    cached=True,
-                    request_hash=key,
-                    model=entry.model,
-                    attempts=entry.attempts,
-                )
+        cached = self._cached_json(key, role, schema, check, ctx)
+        if cached is not None:
+            return cached
 
-        convo = list(messages)
+        # one larger budget at most, and only when asked for
+        ask = _Asking(list(messages), s.output_budget(role), on_length != "grow", s.model)
         max_attempts = s.invalid_retries + 1
-        prompt_tokens = completion_tokens = 0
-        model = s.model
-        reason = "no reply"
-        budget = s.output_budget(role)
-        grown = on_length != "grow"  # one larger budget at most, and only when asked for
-        attempt = replies = 0
-        while attempt < max_attempts:
-            attempt += 1
-            replies += 1
-            completion = self._with_retries(lambda c=convo, b=budget: self._create(c, role, b), role, ctx)
-            usage = getattr(completion, "usage", None)
-            p = int(getattr(usage, "prompt_tokens", 0) or 0)
-            c = int(getattr(usage, "completion_tokens", 0) or 0)
-            prompt_tokens += p
-            completion_tokens += c
-            self.stats.add(prompt=p, completion=c)
-            model = getattr(completion, "model", None) or model
+        while ask.attempt < max_attempts:
+            ask.attempt += 1
+            ask.replies += 1
+            completion = self._with_retries(
+                lambda c=ask.convo, b=ask.budget: self._create(c, role, b), role, ctx
+            )
+            p = self._count_usage(completion, ask)
             try:
                 # an endpoint that echoes a key back never gets it into a reply, a cache entry or a report
                 text = self.scrub(self._reply_text(completion))
                 value = parse_reply(text, schema, check)
             except InvalidOutput as problem:
                 if problem.truncated:
-                    room = s.context_tokens - (p or 0) - 64  # what the context leaves beside this prompt
-                    if not grown and min(2 * budget, room) > budget:
-                        grown, attempt = True, attempt - 1  # not a corrective retry: same prompt, more room
-                        log.warning(
-                            "%s: the reply reached the output budget of %d tokens; asking once more with %d",
-                            self.where(role, ctx),
-                            budget,
-                            min(2 * budget, room),
-                        )
-                        budget = min(2 * budget, room)
-                        continue
-                    setting = f"llm.max_output_tokens_by_role.{role}" if role else "llm.max_output_tokens"
-                    raise LLMTruncatedError(
-                        f"{self.where(role, ctx)}: the reply reached the output budget of {budget} tokens "
-                        f"(finish_reason=length); raise {setting} or use a model with a larger output",
-                        budget,
-                    ) from None
-                reason = self.scrub(problem.reason)
-                log.warning(
-                    "%s: invalid output on attempt %d of %d: %s",
-                    self.where(role, ctx),
-                    attempt,
-                    max_attempts,
-                    one_line(reason),
-                )
-                if problem.text:
-                    convo = [*convo, {"role": "assistant", "content": echo_reply(self.scrub(problem.text))}]
-                convo = [*convo, {"role": "user", "content": corrective_message(problem)}]
+                    self._grow_budget(ask, p, role, ctx)  # raises LLMTruncatedError when it cannot
+                    continue
+                self._correct(ask, problem, role, ctx, max_attempts)
                 continue
-            self.cache.put(
-                key,
-                CacheEntry(
-                    kind="chat",
-                    model=model,
-                    role=role,
-                    text=text,
-                    prompt_tokens=prompt_tokens,
-                    completion_tokens=completion_tokens,
-                    attempts=replies,
-                ),
-            )
-            return LLMResult(
-                value=value,
-                text=text,
-                prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens,
-                cached=False,
-                request_hash=key,
-                model=model,
-                attempts=replies,
-            )
+            return self._answered(key, role, text, value, ask)
         raise LLMOutputError(
-            f"{self.where(role, ctx)}: invalid output after {max_attempts} attempts: {one_line(reason)}"
+            f"{self.where(role, ctx)}: invalid output after {max_attempts} attempts: {one_line(ask.reason)}"
+        )
+
+    def _cached_json(
+        self,
+        key: str,
+        role: str,
+        schema: type[T],
+        check: Callable[[T], Any] | None,
+        ctx: StepContext | None,
+    ) -> LLMResult[T] | None:
+        """The cached reply to this request, if there is one and it still validates."""
+        entry = self.cache.get(key)
+        if entry is None or entry.kind != "chat" or entry.text is None:
+            return None
+        try:
+            value = parse_reply(entry.text, schema, check)
+        except InvalidOutput as exc:
+            log.warning(
+                "%s: cached reply %s no longer validates (%s); asking again",
+                self.where(role, ctx),
+                key[:12],
+                exc.reason,
+            )
+            return None
+        self.stats.add(hits=1)
+        log.debug("%s: cache hit %s", self.where(role, ctx), key[:12])
+        return LLMResult(
+            value=value,
+            text=entry.text,
+            prompt_tokens=entry.prompt_tokens,
+            completion_tokens=entry.completion_tokens,
+            cached=True,
+            request_hash=key,
+            model=entry.model,
+            attempts=entry.attempts,
+        )
+
+    def _count_usage(self, completion: Any, ask: _Asking) -> int:
+        """Add a reply's token usage to the call's and the process' counts; the reply's prompt tokens."""
+        usage = getattr(completion, "usage", None)
+        p = int(getattr(usage, "prompt_tokens", 0) or 0)
+        c = int(getattr(usage, "completion_tokens", 0) or 0)
+        ask.prompt_tokens += p
+        ask.completion_tokens += c
+        self.stats.add(prompt=p, completion=c)
+        ask.model = getattr(completion, "model", None) or ask.model
+        return p
+
+    def _grow_budget(self, ask: _Asking, p: int, role: str, ctx: StepContext | None) -> None:
+        """After a reply cut at the output budget: a larger budget for the same prompt, once, when
+        the call may grow and the context has room; LLMTruncatedError otherwise."""
+        budget = ask.budget
+        room = self.settings.context_tokens - (p or 0) - 64  # what the context leaves beside this prompt
+        if not ask.grown and min(2 * budget, room) > budget:
+            ask.grown, ask.attempt = True, ask.attempt - 1  # not a corrective retry: same prompt, more room
+            log.warning(
+                "%s: the reply reached the output budget of %d tokens; asking once more with %d",
+                self.where(role, ctx),
+                budget,
+                min(2 * budget, room),
+            )
+            ask.budget = min(2 * budget, room)
+            return
+        setting = f"llm.max_output_tokens_by_role.{role}" if role else "llm.max_output_tokens"
+        raise LLMTruncatedError(
+            f"{self.where(role, ctx)}: the reply reached the output budget of {budget} tokens "
+            f"(finish_reason=length); raise {setting} or use a model with a larger output",
+            budget,
+        ) from None
+
+    def _correct(
+        self, ask: _Asking, problem: InvalidOutput, role: str, ctx: StepContext | None, max_attempts: int
+    ) -> None:
+        """After an invalid reply: the reply and a message naming its problem join the conversation."""
+        ask.reason = self.scrub(problem.reason)
+        log.warning(
+            "%s: invalid output on attempt %d of %d: %s",
+            self.where(role, ctx),
+            ask.attempt,
+            max_attempts,
+            one_line(ask.reason),
+        )
+        if problem.text:
+            ask.convo = [*ask.convo, {"role": "assistant", "content": echo_reply(self.scrub(problem.text))}]
+        ask.convo = [*ask.convo, {"role": "user", "content": corrective_message(problem)}]
+
+    def _answered(self, key: str, role: str, text: str, value: T, ask: _Asking) -> LLMResult[T]:
+        """A validated reply: cached, then returned."""
+        self.cache.put(
+            key,
+            CacheEntry(
+                kind="chat",
+                model=ask.model,
+                role=role,
+                text=text,
+                prompt_tokens=ask.prompt_tokens,
+                completion_tokens=ask.completion_tokens,
+                attempts=ask.replies,
+            ),
+        )
+        return LLMResult(
+            value=value,
+            text=text,
+            prompt_tokens=ask.prompt_tokens,
+            completion_tokens=ask.completion_tokens,
+            cached=False,
+            request_hash=key,
+            model=ask.model,
+            attempts=ask.replies,
         )
 
     # -- embeddings
