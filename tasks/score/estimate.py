@@ -1,7 +1,9 @@
 """Cost of a scoring run before it runs (`frame score --dry-run`): per judge role and per generating system.
 
-The judges' own code builds every request (chunking by input budget, batches, excerpts, cuts), with an
-`ask` that renders and counts the prompt and answers with a stand-in reply instead of calling the model;
+Every selected family whose judges ask a model runs its own scoring code (the registry's class, so a family
+added since is counted with no edit here): its code builds every request (chunking by input budget,
+batches, excerpts, cuts), with an `ask` that renders and counts the prompt and answers with a stand-in
+reply instead of calling the model (the smallest reply its schema allows for a role known only to it);
 identical requests count once, as the response cache answers the repeats. Counted: prompts built from the
 release (S, Y, G) and from reports already on disk. Estimated, and said so per row: reports not generated
 yet (an LLM, command or submission system: the size of Y; `extractive`: the size of S), what depends on
@@ -34,8 +36,9 @@ from tasks.llm.prompts import render
 from tasks.markdown.document import heading_of
 from tasks.markdown.text import split_sentences
 from tasks.score import registry
-from tasks.score.inputs import grounding_of
-from tasks.score.metric import instance_seed
+from tasks.score.inputs import available_inputs
+from tasks.score.llm_judge import LLMJudge
+from tasks.score.metric import JudgeEnv, instance_seed
 from tasks.score.reply_size import expected_items
 from tasks.synthesize.estimate import Overflow, message_tokens, overflow_notes
 from tasks.tokens import count_tokens
@@ -191,12 +194,12 @@ def _instrument(judge: Any, rec: _Recorder, settings: LLMSettings) -> Any:
         role: str, schema: type, *, check: Any = None, on_length: str = "grow", **variables: Any
     ) -> LLMResult:
         messages = render(judge.prompts[role], **variables)
-        reply = schema.model_validate(_reply(role, variables, messages))
+        reply = schema.model_validate(_reply(role, variables, messages, schema))
         rec.record(role, messages, reply)
         return _result(reply, settings.model)
 
     def ask_messages(role: str, messages: list[dict], schema: type, *, check: Any = None) -> LLMResult:
-        reply = schema.model_validate(_reply(role, {}, messages))
+        reply = schema.model_validate(_reply(role, {}, messages, schema))
         rec.record(role, messages, reply)
         return _result(reply, settings.model)
 
@@ -250,8 +253,9 @@ def _scaffold_reply(role: str, variables: Mapping[str, Any]) -> dict:
     }
 
 
-def _reply(role: str, v: Mapping[str, Any], messages: list[dict]) -> dict:
-    """A valid reply of `role` sized like a real one (what it holds never changes a count but its own)."""
+def _reply(role: str, v: Mapping[str, Any], messages: list[dict], schema: type[BaseModel]) -> dict:
+    """A valid reply of `role` sized like a real one (what it holds never changes a count but its own);
+    a role frame's judges do not know (a family added since) gets the smallest reply its schema allows."""
     if role == "score_units":  # what a compliant model lists: every sentence, every figure of every row
         return {"units": expected_items(str(v["report_part"]))}
     if role == "score_coverage":
@@ -304,25 +308,78 @@ def _reply(role: str, v: Mapping[str, Any], messages: list[dict]) -> dict:
         lines = str(messages[-1]["content"]).splitlines()
         heads = [h.title.strip() for h in map(heading_of, lines) if h is not None]
         return {"title": "", "children": [{"type": "section", "title": h, "objective": h} for h in heads]}
-    raise FrameInputError(f"prompts/{role}.md", "no stand-in reply for this role")
+    return _schema_reply(schema.model_json_schema())
+
+
+def _schema_reply(node: Mapping[str, Any], defs: Mapping[str, Any] | None = None) -> Any:
+    """The smallest value a JSON schema (pydantic's) accepts: its required keys, lists at their minimum
+    length, numbers at their minimum, the first of an enum or a union."""
+    defs = node.get("$defs", defs) or {}
+    if "$ref" in node:
+        return _schema_reply(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
+    for key in ("anyOf", "oneOf", "allOf"):
+        if key in node:
+            return _schema_reply(node[key][0], defs)
+    if "const" in node or "enum" in node:
+        return node.get("const", (node.get("enum") or [None])[0])
+    kind = node.get("type", "object")
+    if kind == "object":
+        props = node.get("properties", {})
+        return {k: _schema_reply(props[k], defs) for k in node.get("required", [])}
+    if kind == "array":
+        return [_schema_reply(node.get("items", {}), defs) for _ in range(node.get("minItems", 0))]
+    if kind in ("integer", "number"):
+        low = node.get("minimum", node.get("exclusiveMinimum", 0))
+        return low + (1 if "exclusiveMinimum" in node else 0)
+    if kind == "string":
+        return "x" * max(1, node.get("minLength", 1))
+    return False if kind == "boolean" else None
 
 
 # ---------------------------------------------------------------------------------------- judges
 
 
+class _EstimateEnv(JudgeEnv):
+    """The run's JudgeEnv as the dry run sees it: no client (every LLM judge a family makes is instrumented
+    before it asks anything) and stand-in embeddings (no model loaded, no endpoint called)."""
+
+    @property
+    def client(self) -> Any:
+        return None
+
+    def _embedder(self) -> tuple[Callable[[Sequence[str]], Any], str]:
+        return _stand_in_embed, self.settings.embedder
+
+
+def _stand_in_embed(texts: Sequence[str]) -> Any:
+    # unit vectors seeded by each text: what a score computes from them never reaches a count
+    import numpy as np
+
+    out = np.empty((len(texts), 8), dtype=np.float32)
+    for i, t in enumerate(texts):
+        out[i] = np.random.default_rng(int.from_bytes(t.encode()[:8].ljust(8, b"\0"), "little")).random(8)
+    return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def _llm_judges(obj: Any, depth: int = 2) -> list[LLMJudge]:
+    """The LLM judges a family holds (as attributes, or attributes of its attributes)."""
+    found: list[LLMJudge] = []
+    for value in vars(obj).values() if hasattr(obj, "__dict__") else ():
+        if isinstance(value, LLMJudge):
+            found.append(value)
+        elif depth > 1 and not isinstance(value, JudgeEnv) and hasattr(value, "__dict__"):
+            found += _llm_judges(value, depth - 1)
+    return list({id(j): j for j in found}.values())
+
+
 @dataclass
 class _Judges:
-    """The instrumented judges of the selected families (None where a family asks no model)."""
+    """The selected families whose judges ask a model, each with its LLM judges instrumented: the dry run
+    runs their own scoring code, so a new family's requests are counted as its score run would send them."""
 
     rec: _Recorder
-    tree: Any = None
-    coverage: Any = None
-    faithfulness: Any = None
-    extractor: Any = None
-    scaffold: Any = None
-    rubric: Any = None
-    holistic: Any = None
-    pairwise: Any = None
+    families: list[Any] = field(default_factory=list)
+    comparisons: list[Any] = field(default_factory=list)
 
     @classmethod
     def make(cls, judge: LLMSettings | None, settings: ScoreSettings, fams: list[str], comps: list[str]):
@@ -331,83 +388,43 @@ class _Judges:
         if judge is None:
             return out
         llm = judge.model_copy(update={"concurrency": 1})  # one thread: the recorder counts in order
-
-        def inst(judge_cls: Any, *args: Any, **kw: Any) -> Any:
-            return _instrument(judge_cls(None, llm, *args, **kw), rec, llm)
-
-        if "structure" in fams and settings.tree == "llm":
-            from tasks.score.tree_llm import TreeJudge
-
-            out.tree = inst(TreeJudge)
-        if settings.judge != "openai":
-            return out
-        from tasks.score.coverage import LLMCoverageJudge
-        from tasks.score.faithfulness import LLMFaithfulnessJudge
-        from tasks.score.holistic import LLMHolisticJudge
-        from tasks.score.pairwise import LLMPairwiseJudge
-        from tasks.score.rubric import LLMRubricJudge
-        from tasks.score.scaffold import LLMScaffoldExtractor, LLMScaffoldJudge
-
-        pick = {
-            "coverage": lambda: inst(LLMCoverageJudge),
-            "faithfulness": lambda: inst(LLMFaithfulnessJudge),
-            "rubric": lambda: inst(LLMRubricJudge),
-            "holistic": lambda: inst(LLMHolisticJudge),
-        }
-        for name, make in pick.items():
-            if name in fams:
-                setattr(out, name, make())
-        if "scaffold" in fams:
-            out.extractor = inst(LLMScaffoldExtractor)
-            out.scaffold = inst(LLMScaffoldJudge, max_sentences=settings.max_items, seed=settings.seed)
-        if "pairwise" in comps:
-            out.pairwise = inst(LLMPairwiseJudge)
+        env = _EstimateEnv(settings, llm, Path("."))
+        for made, names, get in (
+            (out.families, fams, registry.family),
+            (out.comparisons, comps, registry.comparison),
+        ):
+            for name in names:
+                family = get(name)(env)
+                judges = _llm_judges(family)
+                for j in judges:
+                    _instrument(j, rec, llm)
+                if judges:  # a family with offline judges only asks nothing
+                    made.append(family)
         return out
 
 
 def _judge_instance(
-    j: _Judges,
-    inst: Mapping[str, Any],
-    reports: Mapping[str, str],
-    proxy: Mapping[str, bool],
-    grounding: Sequence[Any],
-    settings: ScoreSettings,
-) -> None:
-    """Every judge request of one instance (all systems, then the comparison of the contenders)."""
-    from tasks.score.coverage import coverage
-    from tasks.score.faithfulness import faithfulness
-    from tasks.score.holistic import holistic
-    from tasks.score.pairwise import pairwise_instance
-    from tasks.score.rubric import RubricContext, score_rubric
-
-    iid, gold, rec = str(inst["instance_id"]), str(inst["target_markdown"]), j.rec
+    j: _Judges, inst: Mapping[str, Any], reports: Mapping[str, str], proxy, release: Path, seed: int
+):
+    """Every judge request of one instance: each family's preparation of Y, its score of every system,
+    then the comparison of the contenders."""
+    iid, rec = str(inst["instance_id"]), j.rec
     rec.instance = iid
-    seed = instance_seed(settings.seed, iid)
+    seed = instance_seed(seed, iid)
     rec.system, rec.proxy = GOLD, False
-    scaffold = j.extractor.extract(gold) if j.extractor is not None else None
-    if j.tree is not None:
-        j.tree.tree(gold)
-    ctx = RubricContext(
-        str(inst["category"]), str(inst["domain"]), str(inst["sample_markdown"]), str(inst["t_target"])
-    )
+    gold = str(inst["target_markdown"])
+    prepared = {f.name: f.prepare(gold) for f in j.families if f.prepares}
     for system, report in reports.items():
         rec.system, rec.proxy = system, proxy[system]
-        if j.tree is not None:
-            j.tree.tree(report)
-        if j.coverage is not None:
-            coverage(gold, report, j.coverage, max_items=settings.max_items, seed=seed)
-        if j.faithfulness is not None:
-            faithfulness(report, grounding, j.faithfulness, max_items=settings.max_items, seed=seed)
-        if j.scaffold is not None:
-            j.scaffold.judge(scaffold, report)
-        if j.rubric is not None:
-            score_rubric(report, ctx, j.rubric)
-        if j.holistic is not None:
-            holistic(gold, report, grounding, j.holistic)
+        for f in j.families:
+            f.score(
+                f.inputs(iid, report, seed, **available_inputs(release, dict(inst), prepared.get(f.name)))
+            )
     contenders = [s for s in reports if s != GOLD]
-    if j.pairwise is not None and len(contenders) >= 2:
+    if len(contenders) >= 2:
         rec.system, rec.proxy = "+".join(s for s in contenders if proxy[s]), any(proxy[s] for s in contenders)
-        pairwise_instance(iid, contenders, gold, {s: reports[s] for s in contenders}, j.pairwise)
+        for c in j.comparisons:
+            c.compare(iid, gold, {s: reports[s] for s in contenders}, {})
 
 
 # ------------------------------------------------------------------------------------ generation
@@ -509,7 +526,7 @@ def estimate_score(
     for i in inst:
         by_system = {s.name: reports[s.name][i["instance_id"]] for s in sys_list}
         proxy = {s.name: basis[s.name] != COUNTED for s in sys_list}
-        _judge_instance(j, i, by_system, proxy, grounding_of(release, str(i["grounding_set_id"])), settings)
+        _judge_instance(j, i, by_system, proxy, release, settings.seed)
     out += _judge_rows(j.rec, judge, basis, prices)
     return Estimate(
         title=f"score dry run: {release.parent.name}/{release.name}, {len(inst)} instance(s)",
