@@ -8,6 +8,7 @@ call, and `frame rerun` recomputes exactly one step and what depends on it (`ref
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -26,6 +27,7 @@ from flows.observe import StepRecorder, finish_run, markdown_table, start_run
 from flows.results import sweep_interrupted
 from flows.steps import STEPS, SYNTH_STEPS, refresh_keys, run_name, snapshot_span  # noqa: F401  (re-exported)
 from schemas.config import FrameConfig, LLMSettings
+from schemas.release_rows import unsupported_list
 from schemas.structure import ReportStructure, structure_json
 from tasks.ground.load import load_grounding_set
 from tasks.instances import report_shape
@@ -33,6 +35,7 @@ from tasks.llm.backend import StepContext
 from tasks.manifest import check_folder, describe, recover_leftovers, write_folder
 from tasks.synthesize import make_backend
 from tasks.synthesize.fill import FillResult, fill_report
+from tasks.synthesize.outcome import DomainOutcome, SnapshotBuild
 from tasks.synthesize.outline import render_outline
 from tasks.synthesize.questions import augment_questions
 from tasks.synthesize.structure import synthesize_structure
@@ -162,7 +165,7 @@ def build_domain_task(
     code: str,
     digest: str,
     llm: LLMSettings,
-) -> dict:
+) -> DomainOutcome:
     """Every snapshot of one domain: ground, then structure -> questions -> outline -> fill -> validate."""
     # Steps run inside this task; in Prefect 3 their cache records would commit only with this task's
     # transaction, so a failure later in the domain would discard every finished step. EAGER commits
@@ -173,11 +176,10 @@ def build_domain_task(
 
 def _build_domain(
     cfg: FrameConfig, domain_name: str, refresh: list[str], code: str, digest: str, llm: LLMSettings
-) -> dict:
+) -> DomainOutcome:
     log = get_run_logger()
     domain = cfg.domain(domain_name)
     cache_dir = str(_llm_cache_dir(cfg))
-    kind = domain.kind
 
     recorder = StepRecorder(cfg.build.data_dir, domain.name)
 
@@ -198,17 +200,15 @@ def _build_domain(
             recorder=recorder,
         )
         ctx = StepContext(domain.name, snap, domain.category, domain.kind)
-        structure = step(structure_task, "structure", snap)(
-            llm, cache_dir, g["path"], g["digest"], prev, ctx, code
-        )
+        structure = step(structure_task, "structure", snap)(llm, cache_dir, g.path, g.digest, prev, ctx, code)
         structure = step(questions_task, "questions", snap)(
-            llm, cache_dir, structure, g["path"], g["digest"], prev, ctx, code
+            llm, cache_dir, structure, g.path, g.digest, prev, ctx, code
         )
         outline = step(outline_task, "outline", snap)(structure, code)
         filled = step(fill_task, "fill", snap)(
-            llm, cache_dir, outline, structure, g["path"], g["digest"], ctx, code
+            llm, cache_dir, outline, structure, g.path, g.digest, ctx, code
         )
-        check = step(validate_task, "validate", snap)(filled, outline, g["path"], g["digest"], code)
+        check = step(validate_task, "validate", snap)(filled, outline, g.path, g.digest, code)
         if not check.ok:
             raise RuntimeError(
                 f"gold report {domain.name} {snap}: skeleton differs from the outline or "
@@ -227,18 +227,9 @@ def _build_domain(
             check.numbers_supported,
             check.numbers_total,
         )
-        snapshots.append(
-            {
-                "snapshot": snap,
-                "ground": g,
-                "structure": structure,
-                "outline": outline,
-                "report": filled.report,
-                "validation": check,
-            }
-        )
+        snapshots.append(SnapshotBuild(snap, g, structure, outline, filled.report, check))
         prev = structure
-    return {"domain": domain.name, "category": domain.category, "kind": kind, "snapshots": snapshots}
+    return DomainOutcome(domain.name, domain.category, domain.kind, "ok", tuple(snapshots))
 
 
 def stale_outputs(cfg: FrameConfig, name: str) -> list[str]:
@@ -278,26 +269,25 @@ def _warn_stale(lines: list[str]) -> None:
         sys.stderr.flush()
 
 
-def report_row(domain: dict, snap: dict) -> dict:
-    structure: ReportStructure = snap["structure"]
-    check: GoldValidation = snap["validation"]
+def report_row(domain: DomainOutcome, snap: SnapshotBuild) -> dict:
+    structure, check = snap.structure, snap.validation
     prov = structure.provenance[-1] if structure.provenance else None
     return {
-        "report_id": f"{domain['domain']}/{snap['snapshot']}",
-        "domain": domain["domain"],
-        "category": domain["category"],
-        "snapshot": snap["snapshot"],
-        "markdown": snap["report"],
-        "outline": snap["outline"],
-        "tokens": count_tokens(snap["report"]),
-        **report_shape(snap["report"]),
+        "report_id": f"{domain.domain}/{snap.snapshot}",
+        "domain": domain.domain,
+        "category": domain.category,
+        "snapshot": snap.snapshot,
+        "markdown": snap.report,
+        "outline": snap.outline,
+        "tokens": count_tokens(snap.report),
+        **report_shape(snap.report),
         "backend": prov.backend if prov else "offline",
         "model": prov.model if prov else "",
         "form_restricted": structure.form_restricted,
         "numbers_total": check.numbers_total,
         "numbers_supported": check.numbers_supported,
         "support_rate": check.support_rate,
-        "unsupported_json": json.dumps(check.unsupported, sort_keys=True),
+        "unsupported": unsupported_list(check.unsupported),
         "placeholders_left": check.placeholders_left,
         "skeleton_equal": check.skeleton_equal,
     }
@@ -337,7 +327,7 @@ def build(
     refresh: list[str] | None = None,
     release: str | None = None,
     version: str | None = None,
-) -> list[dict]:
+) -> list[DomainOutcome]:
     """Build every domain (in parallel); returns one result per domain: ok with its data, or failed.
     `release` and `version` name what the build is for (the flow run's name, the artifact), nothing
     else: the build's outputs and cache keys do not depend on them."""
@@ -376,11 +366,9 @@ def build(
         state = fut.state
         domain = cfg.domain(name)
         if state.is_completed():
-            results.append({"status": "ok", "cached": state.name == "Cached", **fut.result()})
+            results.append(dataclasses.replace(fut.result(), cached=state.name == "Cached"))
         else:
-            results.append(
-                {"status": "failed", "domain": name, "category": domain.category, "error": _failure(state)}
-            )
+            results.append(DomainOutcome(name, domain.category, domain.kind, "failed", error=_failure(state)))
     summary = finish_run(
         cfg.build.data_dir,
         results,
@@ -444,7 +432,7 @@ def run_build(
     *,
     release: str | None = None,
     version: str | None = None,
-) -> list[dict]:
+) -> list[DomainOutcome]:
     """The build flow on the task runner that `[run]` selects (threads, or a Dask cluster); PROGRESS
     counts its snapshots as their gold reports are done."""
     from flows.runners import make_task_runner

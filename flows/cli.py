@@ -222,19 +222,19 @@ def ground_domains(
     with progress_bar(_stderr_console(), "[bold]ground[/]", "{task.description}") as progress:
         bar = progress.add_task(selected[0], total=len(selected))
 
-        def done(row: dict) -> None:
+        def done(row) -> None:
             nxt = selected[min(progress.tasks[0].completed + 1, len(selected) - 1)]
-            progress.update(bar, advance=1, description=f"{row['domain']} {row['status']} -> {nxt}")
+            progress.update(bar, advance=1, description=f"{row.domain} {row.status} -> {nxt}")
 
         temporary_server_ready()
         summary = run_domains(cfg, selected, on_done=done)
     _print_summary(summary)
-    failed = [s for s in summary if s["status"] != "ok"]
+    failed = [s for s in summary if not s.ok]
     for s in failed:
-        print(f"frame: error: domain {s['domain']}: {s['error']}", file=sys.stderr)
+        print(f"frame: error: domain {s.domain}: {s.error}", file=sys.stderr)
     if failed:
         # 2 = bad input (a file or field named in the message); 1 = anything else failed.
-        raise typer.Exit(2 if all(s.get("input_error") for s in failed) else 1)
+        raise typer.Exit(2 if all(s.input_error for s in failed) else 1)
 
 
 release_app = FrameTyper(no_args_is_help=True, help="Versioned parquet releases.")
@@ -401,7 +401,7 @@ def build_cmd(
     except FrameInputError as exc:
         _fail(exc)
     for r in out["failed"]:
-        print(f"frame: error: domain {r['domain']}: {r['error']}", file=sys.stderr)
+        print(f"frame: error: domain {r.domain}: {r.error}", file=sys.stderr)
     if out["path"] is None:
         print(
             f"frame: error: release not written: {len(out['failed'])} domain(s) failed (use --allow-partial)",
@@ -451,8 +451,8 @@ def rerun_cmd(
     except FrameInputError as exc:
         _fail(exc)
     r = results[0]
-    if r["status"] != "ok":
-        print(f"frame: error: domain {r['domain']}: {r['error']}", file=sys.stderr)
+    if not r.ok:
+        print(f"frame: error: domain {r.domain}: {r.error}", file=sys.stderr)
         raise typer.Exit(1)
     steps = ", ".join("/".join(k.split("|")[1:]) for k in keys)
     print(f"recomputed {dom.name}: {steps}")
@@ -1436,16 +1436,16 @@ def _print_stats(stats: list[dict]) -> None:
     print_table("Per-category statistics (paper 000 Table 1)", columns, rows)
 
 
-def _print_summary(rows: list[dict]) -> None:
+def _print_summary(rows: list) -> None:
     numeric = ("sources", "documents", "tables", "images", "tokens")
     columns = [(c, c in numeric) for c in ("domain", "category", "snapshot", *numeric, "status")]
     table_rows = []
-    for r in rows:
-        for snap in r.get("snapshots", []) or [{}]:
+    for r in rows:  # tasks.synthesize.outcome.DomainOutcome of SnapshotGrounding
+        for snap in [s.counts() for s in r.snapshots] or [{}]:
             table_rows.append(
-                [r["domain"], r["category"], snap.get("snapshot", "-")]
+                [r.domain, r.category, snap.get("snapshot", "-")]
                 + [snap.get(c, "-") for c in numeric]
-                + [r["status"]]
+                + [r.status]
             )
     # Wide enough for the table when output goes to a pipe or a log (rich defaults to 80 there).
     print_table("Grounding documents per snapshot", columns, table_rows)

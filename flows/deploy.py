@@ -39,7 +39,7 @@ def build_release_flow(
     cfg = load_config(config)
     names = [cfg.domain(d).name for d in domains] if domains else [d.name for d in cfg.domains]
     out = build_and_publish(cfg, names, release, version, allow_partial=allow_partial)
-    failed = [{"domain": r["domain"], "error": r["error"]} for r in out["failed"]]
+    failed = [{"domain": r.domain, "error": r.error} for r in out["failed"]]
     if out["path"] is None:
         lines = [f"domain {f['domain']}: {f['error']}" for f in failed]
         raise RuntimeError(

@@ -23,6 +23,7 @@ from schemas.sources import RawFile
 from tasks.errors import FrameInputError
 from tasks.ground.documents import Grounded, merge_grounded, write_grounding
 from tasks.sources import RawSource, fetch_snapshot, kind_of, source_kind
+from tasks.synthesize.outcome import DomainOutcome, SnapshotGrounding
 
 CACHE = STABLE
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,7 +78,7 @@ def ground_snapshot(
     source_digest: str,
     refresh: list[str] | tuple[str, ...] = (),
     recorder=None,
-) -> dict:
+) -> SnapshotGrounding:
     """fetch, then the kind's grounding steps for every raw file of one snapshot; writes
     data/grounding/<domain>/<snapshot>/.
 
@@ -108,17 +109,17 @@ def ground_snapshot(
     grounded = merge_grounded(parts)
     out = write_grounding(grounded, Path(cfg.build.data_dir) / "grounding" / domain.name / snapshot)
     docs = grounded.documents
-    return {
-        "snapshot": snapshot,
-        "sources": len(raws),
-        "documents": len(docs),
-        "tables": sum(d.tables for d in docs),
-        "images": sum(d.images for d in docs),
-        "tokens": sum(d.tokens for d in docs),
-        "path": str(out),
-        "digest": grounding_digest(grounded),
-        "raw": [r.model_dump(mode="json") for r in raws],
-    }
+    return SnapshotGrounding(
+        snapshot=snapshot,
+        sources=len(raws),
+        documents=len(docs),
+        tables=sum(d.tables for d in docs),
+        images=sum(d.images for d in docs),
+        tokens=sum(d.tokens for d in docs),
+        path=str(out),
+        digest=grounding_digest(grounded),
+        raw=tuple(raws),
+    )
 
 
 def grounding_digest(grounded: Grounded) -> str:
@@ -131,7 +132,7 @@ def grounding_digest(grounded: Grounded) -> str:
 
 
 @flow(name="ground", flow_run_name="ground {domain_name}", log_prints=True)
-def ground_domain(cfg: FrameConfig, domain_name: str) -> dict:
+def ground_domain(cfg: FrameConfig, domain_name: str) -> DomainOutcome:
     """Ground every snapshot of one domain into data/grounding/<domain>/<snapshot>/."""
     log = get_run_logger()
     domain = cfg.domain(domain_name)
@@ -140,14 +141,12 @@ def ground_domain(cfg: FrameConfig, domain_name: str) -> dict:
     rows = []
     for snapshot in domain.snapshots:
         row = ground_snapshot(cfg, domain, snapshot, code, digest)
-        log.info(
-            "grounded %s %s: %d documents, %d tokens", domain.name, snapshot, row["documents"], row["tokens"]
-        )
+        log.info("grounded %s %s: %d documents, %d tokens", domain.name, snapshot, row.documents, row.tokens)
         rows.append(row)
-    return {"domain": domain.name, "category": domain.category, "status": "ok", "snapshots": rows}
+    return DomainOutcome(domain.name, domain.category, domain.kind, "ok", tuple(rows))
 
 
-def run_domains(cfg: FrameConfig, names: list[str], on_done=None) -> list[dict]:
+def run_domains(cfg: FrameConfig, names: list[str], on_done=None) -> list[DomainOutcome]:
     """Run the ground flow per domain; a failing domain is reported, the others still complete."""
     summary = []
     for name in names:
@@ -159,14 +158,14 @@ def run_domains(cfg: FrameConfig, names: list[str], on_done=None) -> list[dict]:
             exc = state.result(raise_on_failure=False)
             msg = str(exc) if isinstance(exc, Exception) else str(state.message)
             summary.append(
-                {
-                    "domain": name,
-                    "category": domain.category,
-                    "status": "failed",
-                    "input_error": isinstance(exc, FrameInputError),
-                    "error": msg.splitlines()[0] if msg else "failed",
-                    "snapshots": [],
-                }
+                DomainOutcome(
+                    name,
+                    domain.category,
+                    domain.kind,
+                    "failed",
+                    error=msg.splitlines()[0] if msg else "failed",
+                    input_error=isinstance(exc, FrameInputError),
+                )
             )
         if on_done is not None:
             on_done(summary[-1])

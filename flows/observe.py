@@ -160,13 +160,13 @@ def finish_run(
     logged = {r["domain"] for r in lines}
     for res in results:
         # A domain served whole from the cache ran no step in this build: its steps are all hits.
-        if res.get("status") == "ok" and res.get("cached") and res["domain"] not in logged:
+        if res.ok and res.cached and res.domain not in logged:
             # Only the steps the domain's kind runs (papers have no clean/split step, one convert each).
-            steps = ["fetch", *source_kind(res["kind"]).ground_steps, *SYNTH_STEPS]
-            for snap in res.get("snapshots", []):
+            steps = ["fetch", *source_kind(res.kind).ground_steps, *SYNTH_STEPS]
+            for snap in res.snapshot_names:
                 for step in steps:
                     lines.append(
-                        {"domain": res["domain"], "snapshot": snap["snapshot"], "step": step}
+                        {"domain": res.domain, "snapshot": snap, "step": step}
                         | {"status": "cached", "wall_s": 0.0, "error": ""}
                         | dict.fromkeys(COUNTERS, 0)
                     )
@@ -190,15 +190,9 @@ def finish_run(
         "wall_s": round(wall_s, 3),
         "backend": backend,
         "model": model,
-        "status": "failed" if any(r.get("status") != "ok" for r in results) else "ok",
+        "status": "failed" if any(not r.ok for r in results) else "ok",
         "domains": [
-            {
-                "domain": r["domain"],
-                "status": r["status"],
-                "cached": bool(r.get("cached")),
-                "error": r.get("error", ""),
-            }
-            for r in results
+            {"domain": r.domain, "status": r.status, "cached": r.cached, "error": r.error} for r in results
         ],
         "totals": {
             **totals,

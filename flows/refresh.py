@@ -114,7 +114,7 @@ def refresh_release(
     out = build_and_publish(
         eff, [d.name for d in eff.domains], release, plan.version, runner=runner, previous=plan.previous
     )
-    failed = [{"domain": r["domain"], "error": r["error"]} for r in out["failed"]]
+    failed = [{"domain": r.domain, "error": r.error} for r in out["failed"]]
     if out["path"] is None:
         return {**summary, "status": "failed", "path": None, "failed": failed}
     return {**summary, "status": "built", "path": str(out["path"]), "failed": failed, "stats": out["stats"]}

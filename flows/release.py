@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from flows.build import config_digest, report_row
 from flows.ground import ROOT, code_version
 from schemas.config import FrameConfig
-from schemas.release_rows import fact_columns, metadata_columns, structure_columns, unsupported_list
+from schemas.release_rows import fact_columns, metadata_columns, structure_columns
 from tasks.errors import ConfigError, FrameInputError
 from tasks.ground.load import load_grounding_set
 from tasks.instances import category_stats, make_instances
@@ -23,6 +23,7 @@ from tasks.manifest import check_folder, describe, manifest_digest, read_manifes
 from tasks.release.card import render_card
 from tasks.release.verify import INPUTS_FILE, inputs_json
 from tasks.release.write import write_release
+from tasks.synthesize.outcome import DomainOutcome
 
 
 def prompt_hashes() -> dict[str, str]:
@@ -57,7 +58,7 @@ def checked_inputs(data_dir: Path, domain: str, snapshot: str) -> dict[str, str]
 
 
 def release_tables(
-    results: list[dict], data_dir: Path
+    results: list[DomainOutcome], data_dir: Path
 ) -> tuple[dict[str, list[dict]], list[dict], dict[str, str]]:
     """The release's tables (rows of the current schemas.release schemas; the writer fills the snapshot
     date columns), its source files and the manifest digest of every input folder."""
@@ -67,24 +68,22 @@ def release_tables(
     sources: dict[str, str] = {}
     inputs: dict[str, str] = {}
     for dom in results:
-        if dom["status"] != "ok":
+        if not dom.ok:
             continue
         reports, grounding = {}, {}
-        for snap in dom["snapshots"]:
-            t = snap["snapshot"]
+        for snap in dom.snapshots:
+            t = snap.snapshot
             # checked before anything is read: the release holds what the manifests vouch for
-            inputs.update(checked_inputs(data_dir, dom["domain"], t))
-            gpath = Path(data_dir) / "grounding" / dom["domain"] / t
+            inputs.update(checked_inputs(data_dir, dom.domain, t))
+            gpath = Path(data_dir) / "grounding" / dom.domain / t
             row = report_row(dom, snap)
-            if "unsupported_json" in row:  # flows.build.report_row gives the numbers as JSON text
-                row["unsupported"] = unsupported_list(row.pop("unsupported_json"))
             reports[t] = row
             tables["reports"].append(row)
-            structure = snap["structure"]
+            structure = snap.structure
             tables["structures"].append(
                 {
                     "report_id": row["report_id"],
-                    "domain": dom["domain"],
+                    "domain": dom.domain,
                     "snapshot": t,
                     "form_restricted": structure.form_restricted,
                     "backend": row["backend"],
@@ -97,8 +96,8 @@ def release_tables(
             for d in gset.documents:
                 tables["grounding_documents"].append(
                     {
-                        "grounding_set_id": f"{dom['domain']}/{t}",
-                        "domain": dom["domain"],
+                        "grounding_set_id": f"{dom.domain}/{t}",
+                        "domain": dom.domain,
                         "snapshot": t,
                         "doc_id": d.doc_id,
                         "title": d.title,
@@ -114,19 +113,20 @@ def release_tables(
                 )
             if (gpath / "facts.parquet").is_file():  # filings only; its manifest says whether it belongs
                 for f in pq.read_table(gpath / "facts.parquet").to_pylist():
-                    tables["facts"].append({"domain": dom["domain"], "snapshot": t, **fact_columns(f)})
-            for raw in snap["ground"]["raw"]:
+                    tables["facts"].append({"domain": dom.domain, "snapshot": t, **fact_columns(f)})
+            for raw in snap.ground.raw:
                 # portable: a URL, or the path relative to the mirror folder (never a machine path)
-                sources[raw["location"]] = raw["sha256"]
-        snaps = [s["snapshot"] for s in dom["snapshots"]]
-        tables["instances"] += make_instances(dom["category"], dom["domain"], snaps, reports, grounding)
+                sources[raw.location] = raw.sha256
+        tables["instances"] += make_instances(
+            dom.category, dom.domain, dom.snapshot_names, reports, grounding
+        )
     source_list = [{"path_or_url": k, "sha256": v} for k, v in sorted(sources.items())]
     return tables, source_list, inputs
 
 
 def publish(
     cfg: FrameConfig,
-    results: list[dict],
+    results: list[DomainOutcome],
     name: str,
     version: str,
     previous: Path | None = None,
@@ -219,7 +219,7 @@ def build_and_publish(
         raise ConfigError(where, problem)
     with data_folder_lock(cfg.build.data_dir, cfg.run.lock_timeout_s):
         results = (runner or run_build)(cfg, names, refresh or [], release=release, version=version)
-        failed = [r for r in results if r["status"] != "ok"]
+        failed = [r for r in results if not r.ok]
         if failed and not allow_partial:
             return {"results": results, "failed": failed, "path": None, "stats": []}
         path, stats = publish(

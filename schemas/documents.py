@@ -21,7 +21,9 @@ class GroundingDocument(BaseModel):
     tables: int = Field(ge=0)
     images: int = Field(ge=0)
     source_sha256: str = Field(min_length=64, max_length=64)
-    source_kind: SourceKind
+    # None only for a document read back from rows that do not say (a scoring index needs no kind); what
+    # depends on the kind (synthesis) refuses it
+    source_kind: SourceKind | None = None
     file: str = Field(description="Markdown file name inside the output folder")
     source_ids: list[str] = Field(default_factory=list, description="accession / arXiv id / CIK")
     metadata: dict[str, Any] = Field(default_factory=dict)

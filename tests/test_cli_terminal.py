@@ -193,9 +193,17 @@ def _run_record(data: Path) -> dict:
     for domain in ("gravitational-wave-astrophysics", "AAPL-10-Q"):
         with (active_dir(data) / f"steps-{domain}.jsonl").open("a", encoding="utf-8") as fh:
             fh.writelines(json.dumps(r) + "\n" for r in lines if r["domain"] == domain)
+    from tasks.synthesize.outcome import DomainOutcome
+
     results = [
-        {"domain": "gravitational-wave-astrophysics", "status": "ok"},
-        {"domain": "AAPL-10-Q", "status": "failed", "error": "fill 2025-03-29: no reply [HTTP 503]"},
+        DomainOutcome("gravitational-wave-astrophysics", "academic_complex", "arxiv"),
+        DomainOutcome(
+            "AAPL-10-Q",
+            "financial_quarterly",
+            "edgar",
+            "failed",
+            error="fill 2025-03-29: no reply [HTTP 503]",
+        ),
     ]
     from schemas.config import ModelPrice
 

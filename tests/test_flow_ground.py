@@ -63,10 +63,10 @@ def test_failing_domain_does_not_stop_others_and_rerun_is_cached(tmp_path, prefe
         domains=[AAPL, NVDA],
         build={"data_dir": tmp_path / "data"},
     )
-    summary = {s["domain"]: s for s in run_domains(cfg, ["AAPL-10-Q", "NVDA-10-Q"])}
-    assert summary["NVDA-10-Q"]["status"] == "ok"
-    assert summary["AAPL-10-Q"]["status"] == "failed" and summary["AAPL-10-Q"]["input_error"]
-    assert "MANIFEST.csv" in summary["AAPL-10-Q"]["error"] and "missing file" in summary["AAPL-10-Q"]["error"]
+    summary = {s.domain: s for s in run_domains(cfg, ["AAPL-10-Q", "NVDA-10-Q"])}
+    assert summary["NVDA-10-Q"].ok and [s.snapshot for s in summary["NVDA-10-Q"].snapshots] == NVDA.snapshots
+    assert summary["AAPL-10-Q"].status == "failed" and summary["AAPL-10-Q"].input_error
+    assert "MANIFEST.csv" in summary["AAPL-10-Q"].error and "missing file" in summary["AAPL-10-Q"].error
     out = tmp_path / "data" / "grounding"
     assert (out / "NVDA-10-Q" / "2025-07-27" / "documents.json").is_file()
     assert (out / "AAPL-10-Q" / "2023-07-01" / "documents.json").is_file()  # the snapshot before the bad one

@@ -8,8 +8,19 @@ import pytest
 
 from flows.observe import StepRecorder, cost_usd, finish_run, fold, latest_run, markdown_table, start_run
 from schemas.config import ModelPrice
+from tasks.synthesize.outcome import DomainOutcome, SnapshotGrounding
 
 PRICES = {"m": ModelPrice(input_per_mtok=3.0, output_per_mtok=15.0)}
+
+
+def built(domain: str, kind: str, snapshots: list[str], cached: bool = False) -> DomainOutcome:
+    """A domain's outcome as the build returns it (its grounding counts do not matter here)."""
+    snaps = tuple(SnapshotGrounding(s, 0, 0, 0, 0, 0, "", "") for s in snapshots)
+    return DomainOutcome(domain, "financial_quarterly", kind, "ok", snaps, cached=cached)
+
+
+def failed(domain: str, error: str) -> DomainOutcome:
+    return DomainOutcome(domain, "financial_quarterly", "edgar", "failed", error=error)
 
 
 def line(step: str, status: str, **kw) -> dict:
@@ -51,15 +62,9 @@ def test_finish_run_expands_a_domain_served_from_cache_and_writes_latest(tmp_pat
     start_run(tmp_path)
     StepRecorder(tmp_path, "a")._write(line("fill", "ran", domain="a", llm_calls=4, prompt_tokens=1000))
     results = [
-        {"status": "ok", "domain": "a", "kind": "edgar", "cached": False, "snapshots": [{"snapshot": "t1"}]},
-        {
-            "status": "ok",
-            "domain": "b",
-            "kind": "edgar",
-            "cached": True,
-            "snapshots": [{"snapshot": "x"}, {"snapshot": "y"}],
-        },
-        {"status": "failed", "domain": "c", "error": "c: no such filing"},
+        built("a", "edgar", ["t1"]),
+        built("b", "edgar", ["x", "y"], cached=True),
+        failed("c", "c: no such filing"),
     ]
     s = finish_run(tmp_path, results, kind="build", model="m", backend="openai", prices=PRICES, wall_s=2.5)
     assert s["status"] == "failed" and not (tmp_path / "runs" / ".active").exists()
@@ -80,7 +85,7 @@ def test_finish_run_expands_a_domain_served_from_cache_and_writes_latest(tmp_pat
     assert md.split("## Failures (1)\n\n")[1] == "- c: c: no such filing\n"
     paper = finish_run(
         tmp_path,
-        [{"status": "ok", "domain": "p", "kind": "arxiv", "cached": True, "snapshots": [{"snapshot": "W1"}]}],
+        [built("p", "arxiv", ["W1"], cached=True)],
         kind="build",
         model="m",
         backend="offline",
@@ -185,9 +190,9 @@ def test_artifact_names_the_release_and_folds_a_cached_build_and_its_failures(tm
     rec._write(line("fetch", "cached", domain="a"))
     rec._write(line("fill", "failed", domain="a", error="fill: endpoint said 500"))
     results = [
-        {"status": "failed", "domain": "a", "error": "fill: endpoint said 500"},  # the step's error
-        {"status": "ok", "domain": "b", "kind": "edgar", "cached": True, "snapshots": [{"snapshot": "x"}]},
-    ]
+        failed("a", "fill: endpoint said 500"),
+        built("b", "edgar", ["x"], cached=True),
+    ]  # the step's error
     s = finish_run(
         tmp_path,
         results,

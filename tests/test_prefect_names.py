@@ -60,7 +60,7 @@ w.start()
 results = b.run_build(cfg, domains, release=release, version=version)
 time.sleep(0.1)
 stop.set(); w.join()
-print("RESULT " + json.dumps({"status": [r["status"] for r in results], "progress": seen}))
+print("RESULT " + json.dumps({"status": [r.status for r in results], "progress": seen}))
 """
 
 

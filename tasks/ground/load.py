@@ -77,17 +77,10 @@ def grounding_set_from_rows(grounding_rows: Iterable[Mapping[str, Any]]) -> Grou
                 tables=int(r.get("tables") or 0),
                 images=int(r.get("images") or 0),
                 source_sha256=sha if len(sha) == 64 else _DUMMY_SHA,
-                source_kind=_kind(kind, doc_id),
+                source_kind=kind if isinstance(kind, str) and kind else None,
                 file=f"{doc_id}.md",
                 metadata=meta if isinstance(meta, dict) else {},
             )
         )
         texts[doc_id] = str(r.get("markdown") or "")
     return GroundingSet(Path("."), docs, texts, [])
-
-
-def _kind(kind: object, doc_id: str) -> str:
-    # A row without its source kind is refused, not read as a filing: the kind decides how it is used.
-    if not isinstance(kind, str) or not kind:
-        raise FrameInputError(f"grounding document {doc_id}", "has no source_kind")
-    return kind

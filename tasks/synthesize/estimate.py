@@ -342,8 +342,11 @@ def _replay(
 
 
 def _ctx(domain: str, snapshot: str, category: str, gset: GroundingSet) -> StepContext:
-    # callers refuse an empty set first: the kind is the documents' own
-    return StepContext(domain, snapshot, category, gset.documents[0].source_kind)
+    # callers refuse an empty set first: the kind is the documents' own, and a replay needs it
+    kind = gset.documents[0].source_kind
+    if kind is None:
+        raise FrameInputError(f"{domain}/{snapshot}", "its grounding documents name no source_kind")
+    return StepContext(domain, snapshot, category, kind)
 
 
 def _settings_key(s: LLMSettings) -> tuple:
