@@ -2,7 +2,7 @@
 
 `frame meta structure` recomputes structural similarity over the grid of paper 000 Tables 2-4 for the
 reports a rankings file names and prints Spearman r / Kendall tau against the human ranks per setting
-(tasks.meta.structure; file formats and an example: docs/meta.md). Registered by flows/cli.py as `meta`.
+(tasks.meta.structure; file formats and an example: docs/meta.md). Registered by flows/cli/ as `meta`.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def _meta() -> None:
 
 
 def _fail(exc: FrameInputError) -> None:
-    # One line, no traceback: the message already names the file and the problem (as flows/cli.py).
+    # One line, no traceback: the message already names the file and the problem (as the CLI does).
     print(f"frame: error: {exc}".replace("\n", " "), file=sys.stderr)
     raise typer.Exit(2)
 

@@ -1,0 +1,33 @@
+"""The typer options several commands share, each declared once (name, type and help) as an Annotated alias.
+
+An option whose help differs between commands (--out, --dry-run, --systems, ...) stays with its command:
+the help is part of what the command says."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+# a release by folder (commands that read one) or by name (commands that write its next version)
+ReleaseFolder = Annotated[Path, typer.Option("--release", help="data/releases/<name>/<version>")]
+ReleaseName = Annotated[str, typer.Option("--release", help="release name")]
+
+BuildConfig = Annotated[Path, typer.Option("--config", help="TOML build config")]
+Domains = Annotated[list[str] | None, typer.Option("--domain", help="only these domains")]
+AsJson = Annotated[bool, typer.Option("--json", help="print JSON")]
+Kind = Annotated[str | None, typer.Option(help="source kind, e.g. edgar|arxiv (detected if omitted)")]
+ScoresFolder = Annotated[Path, typer.Option("--scores", help="a `frame score` output folder")]
+
+NoPreflight = Annotated[
+    bool,
+    typer.Option(
+        "--no-preflight",
+        help="skip the one request per LLM endpoint that checks it answers (keys still checked)",
+    ),
+]
+
+# the data folder of `frame status` and `frame server ...`: its config's, or named
+DataOption = Annotated[Path | None, typer.Option("--data", help="data folder (default: data)")]
+ConfigOption = Annotated[Path | None, typer.Option("--config", help="TOML build config (its data folder)")]

@@ -1,0 +1,330 @@
+"""`frame generate` and `frame score`: systems' reports of a release, and their scores."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from flows.cli.common import _data_folder, _fail, _preflight, _stderr_console
+from flows.cli.options import NoPreflight, ReleaseFolder
+from flows.cli.running import _run_with_bar, _start_temporary_server
+from flows.configs import eval_or_build_config
+from flows.places import not_in_release, release_tables
+from flows.terminal import progress_bar
+from tasks.errors import FrameInputError
+
+
+def _plan_roles(plan) -> dict:
+    """The LLM roles of a score/evolve plan: judge, embedder, openai systems, evolve optimizer/critic."""
+    roles = {"judge": plan.judge_llm, "embedder": plan.embed_llm}
+    for name, system in plan.systems.items():
+        roles[f"systems.{name}"] = getattr(system, "settings", None)
+    if plan.ev is not None:
+        roles["evolve.optimizer"] = plan.ev.evolve.optimizer
+        roles["evolve.critic"] = plan.ev.evolve.critic
+    return roles
+
+
+def _before_run(plan, out: Path | None, no_preflight: bool) -> None:
+    """What `frame score` checks once its plan is known: --out outside any release, every role's key."""
+    if out is not None:
+        not_in_release(out)
+    _preflight(_plan_roles(plan), no_preflight)
+
+
+def generate_cmd(
+    release: ReleaseFolder,
+    system: Annotated[
+        str,
+        typer.Option("--system", help="copy-sample | extractive | one-shot | a [systems.NAME] of --config"),
+    ],
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="evaluation config, or a build config whose [llm] one-shot uses"),
+    ] = None,
+    no_preflight: NoPreflight = False,
+) -> None:
+    """Write one generated report per instance (data/generations/<name>/<version>/<system>/)."""
+    import os
+
+    import pandas as pd
+
+    from flows.generate import generate_all
+
+    try:
+        ev, llm, data_dir, _ = eval_or_build_config(config)
+        release_tables(release)
+        if system == "gold":
+            raise FrameInputError("--system", "gold is the release's own target report: nothing to generate")
+        from tasks.generate.systems import select_systems
+
+        select_systems([system], ev, llm=llm, flag="--system", exclude=("gold",))  # errors name --system
+        # beside the release's data folder (or the config's), never in the folder the command runs from
+        cache_dir = Path(os.environ.get("FRAME_CACHE_DIR") or _data_folder(release, data_dir) / "cache")
+        chosen = _score_systems(release, system, ev, llm, cache_dir, allow_missing=False)[system]
+        _preflight({f"systems.{system}": getattr(chosen, "settings", None)}, no_preflight)
+        total = len(pd.read_parquet(release / "instances.parquet", columns=["instance_id"]))
+        with progress_bar(_stderr_console(), f"[bold]{system}[/]", elapsed=False) as progress:
+            bar = progress.add_task("instances", total=total)
+            out, made = generate_all(release, chosen, on_done=lambda _id: progress.advance(bar))
+    except FrameInputError as exc:
+        _fail(exc)
+    failed = [g for g in made if g.error]
+    for g in failed:
+        print(f"frame: error: generate {system}: {g.instance_id}: {g.error.splitlines()[0]}", file=sys.stderr)
+    print(f"generations: {out} ({len(made) - len(failed)} of {len(made)} report(s))")
+    if failed:
+        raise typer.Exit(1)
+
+
+def _score_request(release: Path, metrics: str, ev: Any, **settings: Any):
+    """(metric selection, ScoreSettings) of `frame score`'s options and the evaluation config's [score]."""
+    from pydantic import ValidationError
+
+    from schemas.scoring import ScoreSettings
+    from tasks.score.registry import DEFAULT, selectable
+
+    release_tables(release)
+    given = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else []
+    chosen = given or (list(ev.score.metrics) if ev is not None and ev.score.metrics else list(DEFAULT))
+    if any(m not in selectable() for m in chosen) or len(set(chosen)) != len(chosen):
+        known = ", ".join(selectable())
+        where = "--metrics" if given else "score.metrics"
+        raise FrameInputError(where, f"give distinct names among {known} (got {','.join(chosen)!r})")
+    try:
+        if ev is not None:
+            return chosen, ev.score_settings(**settings)
+        return chosen, ScoreSettings(**{k: v for k, v in settings.items() if v is not None})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise FrameInputError(f"--{'-'.join(map(str, err['loc'])).replace('_', '-')}", err["msg"]) from None
+
+
+def _score_systems(release: Path, systems: str, ev: Any, llm: Any, cache_dir: Path, allow_missing: bool):
+    """{name: ReportSystem, or None for gold} in the order named; submissions checked (one line per
+    problem on stderr, exit 2, nothing scored)."""
+    from flows.generate import check_submissions, systems_for
+    from tasks.release import members
+
+    names = [s.strip() for s in systems.split(",") if s.strip()] if systems else None
+    if names is not None and (not names or len(set(names)) != len(names)):
+        raise FrameInputError("--systems", f"give distinct, comma-separated system names (got {systems!r})")
+    if names is None and ev is None:
+        names = ["gold", "copy-sample", "extractive"]
+    # the release's folder is checked by the callers (release_tables); the two tables every system reads
+    # whole (instances, grounding documents) must be readable, with their columns, within their budget
+    for table in ("instances", "grounding_documents"):
+        members.scan_table(release, table)
+    made = systems_for(names, ev, llm, cache_dir)
+    order = names if names is not None else list(ev.systems)
+    ids = members.read_table(release, "instances", columns=["instance_id"]).column("instance_id").to_pylist()
+    problems = check_submissions(made, ids, allow_missing=allow_missing)
+    if problems:
+        for line in problems:
+            print(f"frame: error: {line}", file=sys.stderr)
+        raise typer.Exit(2)
+    return {n: made.get(n) for n in order}
+
+
+# Options of the structure node similarity (`frame score`), declared once here to keep the command short.
+_GammaOpt = Annotated[float | None, typer.Option("--gamma", help="depth weighting of Algorithm 1 (0 = off)")]
+
+
+_DeltaOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--delta",
+        help="RBF width of the structure node similarity (default: calibrated for the embedder in "
+        "schemas/projection.toml, else the paper's 0.10)",
+    ),
+]
+
+
+_TypeWeightOpt = Annotated[
+    float | None,
+    typer.Option("--type-weight", help="w of the structure node similarity (default: the paper's 0.2)"),
+]
+
+
+def score_cmd(
+    release: ReleaseFolder,
+    systems: Annotated[
+        str,
+        typer.Option(
+            "--systems",
+            help="comma-separated systems: builtins (gold, copy-sample, extractive), one-shot on [llm], or "
+            "names of --config's [systems.NAME] (default: every configured system, else the builtins)",
+        ),
+    ] = "",
+    metrics: Annotated[
+        str,
+        typer.Option(
+            "--metrics",
+            help="comma-separated metric families or metrics (`frame metrics` lists them; default: the "
+            "config's [score] metrics, else FRAME's three)",
+        ),
+    ] = "",
+    judge: Annotated[
+        str | None, typer.Option("--judge", help="offline | openai: who judges the LLM-judged families")
+    ] = None,
+    embedder: Annotated[str | None, typer.Option("--embedder", help="minilm | openai:<model>")] = None,
+    embed_precision: Annotated[
+        str | None,
+        typer.Option(
+            "--embed-precision",
+            help="MiniLM forward pass: auto (bf16 where the CPU has bf16 instructions) | fp32 | bf16",
+        ),
+    ] = None,
+    tree: Annotated[
+        str | None,
+        typer.Option(
+            "--tree",
+            help="deterministic | llm structure trees (default: llm with --judge openai, else deterministic)",
+        ),
+    ] = None,
+    max_items: Annotated[
+        int | None, typer.Option("--max-items", help="units / claims sampled per report")
+    ] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="sampling and bootstrap seed")] = None,
+    bootstrap: Annotated[
+        int | None, typer.Option("--bootstrap", help="bootstrap resamples for the CIs")
+    ] = None,
+    gamma: _GammaOpt = None,
+    delta: _DeltaOpt = None,
+    type_weight: _TypeWeightOpt = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="evaluation config ([systems.NAME], [judge], [embedder], [score]) or a build "
+            "config whose [llm] judges",
+        ),
+    ] = None,
+    allow_missing: Annotated[
+        bool, typer.Option("--allow-missing", help="score a submission's reports even if some are missing")
+    ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="print requests, tokens and cost per role and system; call nothing"),
+    ] = False,
+    out: Annotated[Path | None, typer.Option("--out", help="output folder (default data/scores/...)")] = None,
+    no_preflight: NoPreflight = False,
+) -> None:
+    """Score generated reports with metric families (default: FRAME's three); leaderboard with CIs; plots."""
+    try:
+        options = {"judge": judge, "embedder": embedder, "tree": tree, "max_items": max_items}
+        options |= {"embed_precision": embed_precision}
+        options |= {"seed": seed, "bootstrap": bootstrap, "gamma": gamma}
+        options |= {"delta": delta, "type_weight": type_weight}
+        plan = _score_plan(
+            release, systems, metrics, config, allow_missing, options, start_server=not dry_run
+        )
+        if dry_run:
+            _print_score_estimate(release, plan)
+            return
+        _before_run(plan, out, no_preflight)
+    except FrameInputError as exc:
+        _fail(exc)
+    _run_score(release, plan, out)
+
+
+def _score_plan(
+    release: Path,
+    systems: str,
+    metrics: str,
+    config: Path | None,
+    allow_missing: bool,
+    options,
+    start_server: bool = False,
+):
+    """Everything `frame score` resolves before it runs: config, metrics, settings, roles, systems.
+    `start_server`: start Prefect's temporary server as soon as the data folder is known (flows.server)."""
+    import os
+    from types import SimpleNamespace
+
+    ev, llm, data_dir, run = eval_or_build_config(config)
+    data_dir = _data_folder(release, data_dir)
+    if start_server:
+        from flows.settings import configure_prefect
+
+        configure_prefect(data_dir, run.result_storage)
+        _start_temporary_server(data_dir)
+    chosen, settings = _score_request(release, metrics, ev, **options)
+    judge_llm = ev.judge_settings() if ev is not None and ev.judge is not None else llm
+    if judge_llm is not None and judge_llm.backend != "openai":
+        judge_llm = None
+    cache_dir = Path(os.environ.get("FRAME_CACHE_DIR") or data_dir / "cache")
+    named = _score_systems(release, systems, ev, llm, cache_dir, allow_missing)
+    return SimpleNamespace(
+        ev=ev, chosen=chosen, settings=settings, judge_llm=judge_llm, data_dir=data_dir, run=run,
+        embed_llm=ev.embedder_settings() if ev is not None else None, systems=named,
+    )  # fmt: skip
+
+
+def _print_score_estimate(release: Path, plan) -> None:
+    from flows.generate import ESTIMATE_GENERATORS
+    from tasks.score.estimate import estimate_score
+
+    cfgs = {n: (getattr(s, "config", None) if s is not None else None) for n, s in plan.systems.items()}
+    est = estimate_score(
+        release,
+        cfgs,
+        plan.judge_llm,
+        plan.chosen,
+        plan.settings,
+        prices=plan.ev.prices if plan.ev is not None else None,
+        generators=ESTIMATE_GENERATORS,
+    )
+    print(est.render_markdown())
+
+
+def _run_score(release: Path, plan, out: Path | None) -> None:
+    import datetime as dt
+    import time
+
+    from flows.settings import configure_prefect, route_prefect_console
+
+    configure_prefect(plan.data_dir, plan.run.result_storage)
+    import flows.score as score_flow
+
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    route_prefect_console(plan.data_dir / "logs" / f"score-{stamp}.log")
+    _start_temporary_server(plan.data_dir)
+    started = time.time()
+    rel = release.resolve()
+    out = out or plan.data_dir / "scores" / rel.parent.name / rel.name
+    args = (str(release), plan.systems, plan.settings, plan.judge_llm, str(out), plan.chosen)
+    try:
+        result = _run_with_bar(
+            "score",
+            "instance x system x metric",
+            lambda: score_flow.score_release(*args, plan.run, plan.embed_llm),
+            lambda: (score_flow.PROGRESS["done"], score_flow.PROGRESS["total"] or None),
+            server_first=False,  # score_release starts loading MiniLM, then waits for the server
+        )
+    except FrameInputError as exc:
+        _fail(exc)
+    except score_flow.UnscoredSystems as exc:  # outputs written; a requested system produced nothing
+        _print_score_outputs(Path(exc.folder), started)
+        print(f"frame: error: score: {exc}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    except Exception as exc:
+        print(f"frame: error: score: {str(exc).splitlines()[0] if str(exc) else repr(exc)}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    _print_score_outputs(Path(str(result)), started)
+
+
+def _print_score_outputs(folder: Path, started: float) -> None:
+    """The leaderboard, one warning per failed generation, and where the scores are."""
+    import time
+
+    print((folder / "leaderboard.md").read_text(encoding="utf-8"))
+    failed = json.loads((folder / "manifest.json").read_text(encoding="utf-8")).get("generation_failures", [])
+    for f in failed:  # recorded, not fatal: the other instances and systems were scored
+        line = f"frame: warning: {f['system']}: {f['instance_id']}: generation failed: {f['error']}"
+        print(line.splitlines()[0], file=sys.stderr)
+    print(f"scores: {folder} ({time.time() - started:.1f} s)")
