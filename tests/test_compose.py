@@ -316,7 +316,11 @@ def test_build_release_flow_loads_the_config_and_reports_failures(tmp_path, monk
 
     def fake(cfg, names, release, version, *, allow_partial=False):
         calls.append((cfg.build.data_dir, names, release, version, allow_partial))
-        failed = [{"status": "failed", "domain": "gw", "error": "boom"}] if "gw" in names else []
+        from tasks.synthesize.outcome import DomainOutcome
+
+        failed = (
+            [DomainOutcome("gw", "academic_simple", "arxiv", "failed", error="boom")] if "gw" in names else []
+        )
         path = None if failed and not allow_partial else Path(cfg.build.data_dir) / release / version
         return {"results": [], "failed": failed, "path": path, "stats": []}
 

@@ -134,19 +134,20 @@ def _classify(data: Path) -> dict[str, Path]:
 
     from tasks.ground.documents import Grounded
     from tasks.synthesize.fill import FillResult
+    from tasks.synthesize.outcome import DomainOutcome
 
     w2 = (data / "reports" / "gw" / "W2" / "report.md").read_text(encoding="utf-8")
     found: dict[str, Path] = {}
     converts = []
     for path in keyed_results(data).values():
         value = ResultRecord.deserialize(path.read_bytes()).result
-        if isinstance(value, dict) and "snapshots" in value:
+        if isinstance(value, DomainOutcome):
             found["build-domain"] = path
         elif isinstance(value, FillResult) and value.report == w2:
             found["fill"] = path
         elif isinstance(value, Grounded):
             converts.append((value.source_sha256, path))
-    sha, found["convert-paper"] = min(converts)
+    sha, found["convert"] = min(converts)
     found["blob"] = next((data / "raw" / "sha256" / sha[:2]).glob(f"{sha}*"))
     return found
 
@@ -158,7 +159,7 @@ def test_corrupted_results_and_blob_are_detected_recomputed_and_logged(gw_refere
     bad = {
         "build-domain": picked["build-domain"].read_bytes()[:5000],  # torn: a write cut short
         "fill": os.urandom(3000),  # overwritten with garbage
-        "convert-paper": _bad_pickle(picked["convert-paper"].read_bytes()),  # valid JSON, bad pickle
+        "convert": _bad_pickle(picked["convert"].read_bytes()),  # valid JSON, bad pickle
     }
     for step, content in bad.items():
         picked[step].write_bytes(content)

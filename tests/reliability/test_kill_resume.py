@@ -214,7 +214,7 @@ def test_sigkill_at_random_points_then_resume_gives_identical_release(
 ):
     t0 = time.monotonic()
     reference = gw_reference["hashes"]
-    total = gw_reference["keys"]  # 19: 2 fetch, 6 convert-paper, 2 x 5 synthesis steps, build-domain
+    total = gw_reference["keys"]  # 19: 2 fetch, 6 convert, 2 x 5 synthesis steps, build-domain
     assert total >= KILLS + 4
     rng = random.Random(SEED)
     thresholds = sorted(rng.sample(range(1, total - 2), KILLS - 1))
