@@ -119,6 +119,7 @@ def ground_snapshot(
         path=str(out),
         digest=grounding_digest(grounded),
         raw=tuple(raws),
+        date=domain.snapshot_date(snapshot),
     )
 
 

@@ -9,12 +9,14 @@ import datetime as dt
 import hashlib
 import os
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 
 from flows.build import config_digest, report_row
 from flows.ground import ROOT, code_version
 from schemas.config import FrameConfig
+from schemas.release import SNAPSHOT_DATES
 from schemas.release_rows import fact_columns, metadata_columns, structure_columns
 from tasks.errors import ConfigError, FrameInputError
 from tasks.ground.load import load_grounding_set
@@ -120,8 +122,20 @@ def release_tables(
         tables["instances"] += make_instances(
             dom.category, dom.domain, dom.snapshot_names, reports, grounding
         )
+    _date_columns(
+        tables, {(d.domain, s.snapshot): s.ground.date for d in results if d.ok for s in d.snapshots}
+    )
     source_list = [{"path_or_url": k, "sha256": v} for k, v in sorted(sources.items())]
     return tables, source_list, inputs
+
+
+def _date_columns(tables: dict[str, list[dict]], dates: dict[tuple[str, str], Any]) -> None:
+    """Each row's snapshot date columns from the typed snapshots of the config (never parsed back from
+    the labels; the writer checks the two agree)."""
+    for name, columns in SNAPSHOT_DATES.items():
+        for row in tables.get(name, []):
+            for date_col, snap_col in columns.items():
+                row[date_col] = dates[(row["domain"], row[snap_col])]
 
 
 def publish(

@@ -66,6 +66,15 @@ class DomainBase(Strict):
         a refresh that adds a snapshot never fetches the earlier ones again."""
         raise NotImplementedError
 
+    def snapshot_date(self, snapshot: str) -> dt.date | None:
+        """The date a snapshot stands for (a filing's period end), None when it is not a day (a window).
+        The release's date columns come from here; its writer checks them against the labels."""
+        return None
+
+    def _known(self, snapshot: str) -> None:
+        if snapshot not in self.snapshots:
+            raise ValueError(f"domain {self.name} has no snapshot {snapshot!r} ({', '.join(self.snapshots)})")
+
     def without_discovery(self) -> Self:
         """This domain with automatic discovery of newer snapshots off (a refresh of other kinds)."""
         return self
@@ -157,7 +166,11 @@ class EdgarDomain(DomainBase):
         return [p.isoformat() for p in self.periods]
 
     def only(self, snapshot: str) -> EdgarDomain:
-        return self.model_copy(update={"periods": [dt.date.fromisoformat(snapshot)], "discover": False})
+        self._known(snapshot)
+        return self.model_copy(update={"periods": [self.snapshot_date(snapshot)], "discover": False})
+
+    def snapshot_date(self, snapshot: str) -> dt.date | None:
+        return next((p for p in self.periods if p.isoformat() == snapshot), None)
 
     def without_discovery(self) -> EdgarDomain:
         return self.model_copy(update={"discover": False})
@@ -222,6 +235,7 @@ class ArxivDomain(DomainBase):
         return [w.label for w in self.windows]
 
     def only(self, snapshot: str) -> ArxivDomain:
+        self._known(snapshot)
         return self.model_copy(
             update={"windows": [w for w in self.windows if w.label == snapshot], "window_months": None}
         )

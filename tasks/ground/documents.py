@@ -56,10 +56,10 @@ def sniff_head(data: bytes, size: int = 200_000) -> bytes:
 
 
 def ground_paper(
-    data: bytes, source_name: str, meta: dict | None = None, source_ref: str | None = None
+    data: bytes, source_name: str, kind: str, meta: dict | None = None, source_ref: str | None = None
 ) -> Grounded:
-    """One paper's HTML -> one grounding document. `source_name` names the input in error messages;
-    `source_ref` (default `source_name`) is what the document records as its source."""
+    """One paper's HTML -> one grounding document of source kind `kind`. `source_name` names the input in
+    error messages; `source_ref` (default `source_name`) is what the document records as its source."""
     from tasks.ground.paper import paper_to_markdown  # imported lazily: filings never need it
 
     sha = hashlib.sha256(data).hexdigest()
@@ -77,7 +77,7 @@ def ground_paper(
         tables=paper.tables,
         images=paper.figures,
         source_sha256=sha,
-        source_kind="arxiv",
+        source_kind=kind,
         file=f"{doc_id}.md",
         source_ids=[arxiv_id],
         metadata={
@@ -88,7 +88,7 @@ def ground_paper(
             "references": paper.references,
         },
     )
-    return Grounded("arxiv", sha, [doc], {doc.file: md}, None, dict(paper.metadata))
+    return Grounded(kind, sha, [doc], {doc.file: md}, None, dict(paper.metadata))
 
 
 def ground_filing(
@@ -98,7 +98,10 @@ def ground_filing(
     expected_form: str | None,
     meta: dict,
     sections: list[FilingSection] | None = None,
+    *,
+    kind: str,
 ) -> Grounded:
+    """One filing's sections -> grounding documents of source kind `kind` (a kind of iXBRL filings)."""
     form = clean.form.strip().upper()
     if expected_form and form != expected_form.upper():
         raise FrameInputError(
@@ -126,7 +129,7 @@ def ground_filing(
             tables=r.tables,
             images=r.images,
             source_sha256=sha,
-            source_kind="edgar",
+            source_kind=kind,
             file=f"{sec.doc_id}.md",
             source_ids=[x for x in (info.get("accession"), info["cik"]) if x],
             metadata={
@@ -141,7 +144,7 @@ def ground_filing(
         )
         docs.append(doc)
         markdown[doc.file] = r.markdown
-    return Grounded("edgar", sha, docs, markdown, clean.facts, info)
+    return Grounded(kind, sha, docs, markdown, clean.facts, info)
 
 
 def merge_grounded(parts: list[Grounded]) -> Grounded:

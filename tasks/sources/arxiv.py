@@ -66,7 +66,7 @@ class ArxivKind(SourceKind):
         meta: dict | None = None,
         source_ref: str | None = None,
     ) -> Grounded:
-        return ground_paper(data, source_name, meta=meta, source_ref=source_ref)
+        return ground_paper(data, source_name, self.name(), meta=meta, source_ref=source_ref)
 
     def qa(self, source: Path, out_dir: Path) -> dict:
         from tasks.ground.qa import qa_arxiv

@@ -55,7 +55,7 @@ class EdgarKind(SourceKind):
             return [_section_row(s) for s in split_filing(clean)]
         if step == "convert":
             clean, sections = earlier
-            return _convert(src.raw, clean, sections, domain.form)
+            return _convert(src.raw, clean, sections, domain.form, self.name())
         raise ValueError(f"edgar has no grounding step {step!r}")
 
     def ground_bytes(
@@ -70,7 +70,8 @@ class EdgarKind(SourceKind):
         import hashlib
 
         clean = clean_filing(data, source_name)
-        return ground_filing(clean, hashlib.sha256(data).hexdigest(), source_name, expected, meta or {})
+        sha = hashlib.sha256(data).hexdigest()
+        return ground_filing(clean, sha, source_name, expected, meta or {}, kind=self.name())
 
     def qa(self, source: Path, out_dir: Path) -> dict:
         from tasks.ground.qa import qa_edgar
@@ -92,7 +93,7 @@ def _section_row(s: FilingSection) -> dict:
     }
 
 
-def _convert(raw: RawFile, clean: CleanFiling, sections: list[dict], form: str) -> Grounded:
+def _convert(raw: RawFile, clean: CleanFiling, sections: list[dict], form: str, kind: str) -> Grounded:
     secs = [
         FilingSection.from_html(
             s["doc_id"],
@@ -107,4 +108,4 @@ def _convert(raw: RawFile, clean: CleanFiling, sections: list[dict], form: str) 
         for s in sections
     ]
     meta = {"accession": raw.accession, "ticker": raw.ticker} if raw.accession else {"ticker": raw.ticker}
-    return ground_filing(clean, raw.sha256, raw.location, form, meta, sections=secs)
+    return ground_filing(clean, raw.sha256, raw.location, form, meta, sections=secs, kind=kind)

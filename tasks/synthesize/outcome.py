@@ -7,6 +7,7 @@ the release tables are written from: nothing between them is a dict read by key 
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from typing import Literal
 
@@ -28,6 +29,7 @@ class SnapshotGrounding:
     path: str  # the folder (the build's data folder: never written to a release)
     digest: str  # content digest of the documents: what downstream cache keys depend on
     raw: tuple[RawFile, ...] = ()
+    date: dt.date | None = None  # the day the snapshot stands for, from the domain's typed config
 
     def counts(self) -> dict[str, int | str]:
         """The columns a summary table shows."""

@@ -1,4 +1,4 @@
-"""Offline form-free structure for a filing (`source_kind == "edgar"`), SPEC §2.4.
+"""Offline form-free structure for a filing (layout "filing": EDGAR), SPEC §2.4.
 
 A section only where its evidence exists, in this order:
 - "Business Overview" (10-K only): Item 1 Business, one text leaf;

@@ -1,4 +1,4 @@
-"""Offline form-free structure for a window of papers (`source_kind == "arxiv"`), SPEC §2.4.
+"""Offline form-free structure for a window of papers (layout "papers": arXiv), SPEC §2.4.
 
 "Overview" (text over all abstracts); "Research Themes" with one subsection per paper (title = paper
 title; leaves: problem-and-method text, results text, a table leaf if the paper has a table, a figure
