@@ -1,4 +1,4 @@
-"""Table and text fidelity (tasks/score/fidelity.py, SPEC §5): hand-computed cases, the Hungarian
+"""Table and text fidelity (tasks/score/fidelity/, SPEC §5): hand-computed cases, the Hungarian
 assignment, and `frame score --metrics teds,teds_s,text_edit_distance` on the demo release."""
 
 from __future__ import annotations
