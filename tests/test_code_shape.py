@@ -4,6 +4,7 @@ thin score flow that names no metric family, and Markdown headings recognised in
 from __future__ import annotations
 
 import ast
+import inspect
 import re
 from pathlib import Path
 
@@ -149,3 +150,18 @@ def test_no_module_over_800_lines():
     assert len(found) > 100  # the scan sees the packages
     large = {k: n for k, n in found.items() if n > MAX_MODULE_LINES}
     assert large == {}, f"split these modules (at most {MAX_MODULE_LINES} lines): {large}"
+
+
+def test_every_builtin_metric_family_lives_in_a_folder_of_its_own():
+    """A family's checks, judges and family class sit together in one package of tasks/score/ (as ragas
+    keeps one metric per folder); its prompt files stay in prompts/, named by its judges' ROLES."""
+    from tasks.score import registry
+
+    folders: dict[str, list[str]] = {}
+    for name, cls in {**registry.families(), **registry.comparisons()}.items():
+        folder = Path(inspect.getfile(cls)).resolve().parent
+        assert folder.parent == ROOT / "tasks" / "score", f"{name}: {inspect.getfile(cls)} is not in a folder"
+        assert (folder / "__init__.py").is_file()
+        folders.setdefault(folder.name, []).append(name)
+    # one family per folder; the two table/text fidelity families of paper 002 share theirs
+    assert {k: v for k, v in folders.items() if len(v) > 1} == {"fidelity": ["tables", "text_edit_distance"]}
