@@ -51,6 +51,7 @@ _BUILTIN = (
     "tasks.score.faithfulness:FaithfulnessFamily",
     "tasks.score.fidelity:TablesFamily",
     "tasks.score.fidelity:TextEditDistanceFamily",
+    "tasks.score.rouge:RougeFamily",
     "tasks.score.scaffold:ScaffoldFamily",
     "tasks.score.rubric:RubricFamily",
     "tasks.score.holistic:HolisticFamily",
