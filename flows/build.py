@@ -25,7 +25,7 @@ from prefect.transactions import CommitMode, transaction
 from flows.ground import CACHE, code_version, ground_snapshot, mirror_digest
 from flows.observe import StepRecorder, finish_run, markdown_table, start_run
 from flows.results import sweep_interrupted
-from flows.steps import STEPS, SYNTH_STEPS, refresh_keys, run_name, snapshot_span  # noqa: F401  (re-exported)
+from flows.steps import run_name, snapshot_span
 from schemas.config import FrameConfig, LLMSettings
 from schemas.release_rows import unsupported_list
 from schemas.structure import ReportStructure, structure_json

@@ -6,13 +6,11 @@ from schemas.domains import DomainBase
 from tasks.sources import ground_steps
 
 SYNTH_STEPS = ("structure", "questions", "outline", "fill", "validate")
-# fetch and the grounding steps of every source kind (clean, split, convert for the built-in ones), then
-# synthesis; STEPS is the list when this module was imported, `all_steps()` includes kinds added since.
-GROUND_STEPS = ground_steps()
-STEPS = GROUND_STEPS + SYNTH_STEPS
 
 
 def all_steps() -> tuple[str, ...]:
+    """fetch and the grounding steps of every registered source kind (clean, split, convert for the
+    built-in ones), then synthesis."""
     return ground_steps() + SYNTH_STEPS
 
 

@@ -22,21 +22,18 @@ from schemas.domains import (
     validate_domains,
 )
 from schemas.errors import ConfigError
-from schemas.strict import SLUG, Strict, no_nul, slug
+from schemas.strict import Strict, no_nul
 
 # The built-in kinds' categories in display order, and their labels (schemas.domains.category_labels()
 # gives every registered kind's).
 CATEGORY_LABELS: dict[str, str] = category_labels()
 CATEGORY_ORDER: tuple[str, ...] = tuple(CATEGORY_LABELS)
-_Strict = Strict  # the name other shapes import
-_slug = slug
-_no_nul = no_nul
-Form = Literal["10-Q", "10-K"]
 
-__all__ = ["SLUG", "ArxivDomain", "ArxivWindow", "DomainBase", "EdgarDomain"]
+# the domain shapes live in schemas.domains; importers of the config find them here too
+__all__ = ["ArxivDomain", "ArxivWindow", "EdgarDomain"]
 
 
-class EdgarAccess(_Strict):
+class EdgarAccess(Strict):
     """SEC asks every client to identify itself; FRAME_EDGAR_NAME / FRAME_EDGAR_EMAIL override."""
 
     user_agent_name: str = ""
@@ -48,14 +45,14 @@ class EdgarAccess(_Strict):
         return name, email
 
 
-class SourceConfig(_Strict):
+class SourceConfig(Strict):
     mode: Literal["mirror", "live"] = "mirror"
     mirror: Path | None = Field(default=None, description="folder laid out like shared/corpus")
 
     @field_validator("mirror")
     @classmethod
     def _paths(cls, v: Path | None) -> Path | None:
-        return _no_nul(v)
+        return no_nul(v)
 
     # A mirror file may be a symbolic link; one that leads outside the mirror folder is refused unless
     # this is on (e.g. a mirror of links into a shared corpus). Its sha256 is checked either way.
@@ -87,7 +84,7 @@ ROLE_OUTPUT_TOKENS: dict[str, int] = {
 }
 
 
-class LLMSettings(_Strict):
+class LLMSettings(Strict):
     """Which backend writes structures, questions and gold text.
 
     The API key is never part of the config: it is read from the environment variable named by
@@ -163,16 +160,16 @@ def env_name(value: str) -> str:
     raise ValueError(f"{value[:40]!r} is not an environment variable name")
 
 
-class BuildSettings(_Strict):
+class BuildSettings(Strict):
     data_dir: Path = Path("data")
 
     @field_validator("data_dir")
     @classmethod
     def _paths(cls, v: Path) -> Path:
-        return _no_nul(v)
+        return no_nul(v)
 
 
-class RunSettings(_Strict):
+class RunSettings(Strict):
     """Where tasks run and how builds share a data folder. Not part of a release's identity:
     the same config on threads or on a Dask cluster gives the same release.
     FRAME_TASK_RUNNER / FRAME_DASK_ADDRESS override."""
@@ -197,7 +194,7 @@ class RunSettings(_Strict):
     @field_validator("result_storage")
     @classmethod
     def _paths(cls, v: Path | None) -> Path | None:
-        return _no_nul(v)
+        return no_nul(v)
 
     def resolved(self) -> RunSettings:
         env = {
@@ -208,14 +205,14 @@ class RunSettings(_Strict):
         return self.model_validate({**self.model_dump(), **update}) if update else self
 
 
-class ModelPrice(_Strict):
+class ModelPrice(Strict):
     """USD per million tokens (for the build's cost estimate)."""
 
     input_per_mtok: float = Field(ge=0)
     output_per_mtok: float = Field(ge=0)
 
 
-class FrameConfig(_Strict):
+class FrameConfig(Strict):
     build: BuildSettings = BuildSettings()
     llm: LLMSettings = LLMSettings()
     run: RunSettings = RunSettings()

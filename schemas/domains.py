@@ -250,13 +250,12 @@ def validate_domains(value: Any) -> Any:
     from pydantic import TypeAdapter
 
     shapes = tuple(_SHAPES.values())
-    key = tuple(_SHAPES)
-    adapter = _ADAPTERS.get(key)
+    adapter = _ADAPTERS.get(shapes)  # keyed by the shapes: a kind registered again gets a new one
     if adapter is None:
         tagged = typing.Annotated[typing.Union[shapes], Field(discriminator="kind")]  # noqa: UP007
         one = shapes[0] if len(shapes) == 1 else tagged
-        adapter = _ADAPTERS[key] = TypeAdapter(list[one])  # type: ignore[valid-type]
+        adapter = _ADAPTERS[shapes] = TypeAdapter(list[one])  # type: ignore[valid-type]
     return adapter.validate_python(value)
 
 
-_ADAPTERS: dict[tuple[str, ...], Any] = {}
+_ADAPTERS: dict[tuple[type[DomainBase], ...], Any] = {}

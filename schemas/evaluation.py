@@ -31,13 +31,13 @@ from schemas.config import (
     LLMSettings,
     ModelPrice,
     RunSettings,
-    _Strict,
     env_name,
     unknown_key,
 )
 from schemas.errors import ConfigError
 from schemas.evolve import EvolveSettings
 from schemas.scoring import ScoreSettings
+from schemas.strict import Strict
 
 __all__ = [
     "BUILTIN_NAMES",
@@ -87,7 +87,7 @@ def _env_name(value: str) -> str:
     return env_name(value)
 
 
-class BuiltinSystem(_Strict):
+class BuiltinSystem(Strict):
     """One of frame's own systems: `gold` (the gold report Y: the ceiling), `copy-sample`, `extractive`.
     `builtin` defaults to the system's name (set by EvalConfig)."""
 
@@ -107,7 +107,7 @@ class BuiltinSystem(_Strict):
 STRATEGY_ROLES = {"one-shot": "generate_one_shot", "section-by-section": "generate_section"}
 
 
-class OpenAISystem(_Strict):
+class OpenAISystem(Strict):
     """A model behind any OpenAI-compatible endpoint, prompted with (S, G). The API key is read from the
     env var named by `api_key_env` when the system runs; it is never part of the config or identity."""
 
@@ -167,7 +167,7 @@ class OpenAISystem(_Strict):
         return DEFAULT_PROMPT if self.strategy == "one-shot" else None
 
 
-class CommandSystem(_Strict):
+class CommandSystem(Strict):
     """Any program: frame writes S and G of an instance to a fresh folder (its cwd, also in
     FRAME_INSTANCE_DIR), runs `command`, and reads the report from stdout or from the file `output`.
     An argv item naming a file next to the config is replaced by its absolute path."""
@@ -239,7 +239,7 @@ class CommandSystem(_Strict):
         return v
 
 
-class SubmissionSystem(_Strict):
+class SubmissionSystem(Strict):
     """Reports produced elsewhere: a JSONL or parquet file (instance_id, markdown), or a folder of
     Markdown files named as `frame generate` names them. Checked by tasks.generate.submission."""
 
@@ -276,7 +276,7 @@ class JudgeRole(LLMSettings):
         return self
 
 
-class EmbedderRole(_Strict):
+class EmbedderRole(Strict):
     """The embedder role ([embedder]): the local MiniLM, or an OpenAI-compatible embeddings endpoint."""
 
     kind: Literal["minilm", "openai"] = "minilm"
@@ -300,7 +300,7 @@ class EmbedderRole(_Strict):
         return self
 
 
-class ScoreSection(_Strict):
+class ScoreSection(Strict):
     """[score]: the metric selection and sampling; unset fields keep ScoreSettings' defaults."""
 
     metrics: list[str] | None = Field(default=None, min_length=1)
@@ -313,7 +313,7 @@ class ScoreSection(_Strict):
     type_weight: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
-class EvalConfig(_Strict):
+class EvalConfig(Strict):
     """A whole evaluation config. `systems` keeps the file's order."""
 
     systems: dict[str, System] = Field(default_factory=dict)

@@ -9,7 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from schemas.config import LLMSettings, _Strict
+from schemas.config import LLMSettings
+from schemas.strict import Strict
 
 __all__ = [
     "SPLITS",
@@ -107,7 +108,7 @@ class Splits(BaseModel):
         return self
 
 
-class EvolveSettings(_Strict):
+class EvolveSettings(Strict):
     """[evolve] of an evaluation config. Thresholds are on pass rates / metric means in [0, 1]."""
 
     rounds: int = Field(default=3, ge=1, le=50)

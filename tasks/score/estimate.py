@@ -414,12 +414,11 @@ def _judge_instance(
     rec.system, rec.proxy = GOLD, False
     gold = str(inst["target_markdown"])
     prepared = {f.name: f.prepare(gold) for f in j.families if f.prepares}
+    available = available_inputs(release, dict(inst), None)  # the same for every system of the instance
     for system, report in reports.items():
         rec.system, rec.proxy = system, proxy[system]
         for f in j.families:
-            f.score(
-                f.inputs(iid, report, seed, **available_inputs(release, dict(inst), prepared.get(f.name)))
-            )
+            f.score(f.inputs(iid, report, seed, **{**available, "prepared": prepared.get(f.name)}))
     contenders = [s for s in reports if s != GOLD]
     if len(contenders) >= 2:
         rec.system, rec.proxy = "+".join(s for s in contenders if proxy[s]), any(proxy[s] for s in contenders)

@@ -10,6 +10,7 @@ from collections import Counter
 from tasks.ground.load import GroundingSet
 from tasks.llm.backend import StepContext
 from tasks.markdown.text import terms
+from tasks.synthesize.offline.structure_common import _container, _leaf
 
 TOPIC_TERMS = 6  # a document's most frequent terms, named in its objective: what its leaf retrieves on
 
@@ -20,35 +21,18 @@ def _topics(texts: list[str]) -> str:
     return ", ".join(t for t, _ in counts.most_common(TOPIC_TERMS))
 
 
-def _node(
-    kind: str, title: str, objective: str, sources: list[str], children: list[dict] | None = None
-) -> dict:
-    return {
-        "type": kind,
-        "title": title,
-        "objective": objective,
-        "sources": list(dict.fromkeys(sources)),
-        "children": children or [],
-    }
-
-
 def documents_structure(gset: GroundingSet, ctx: StepContext) -> tuple[str, list[dict]]:
     """(title, sections) of the plan: sections as `{type, title, objective, sources, children}` dicts."""
     ids = [d.doc_id for d in gset.documents]
     every = _topics([gset.texts[i] for i in ids])
-    overview = _node(
+    summary = _leaf(
+        "text", "Summary", f"States the main facts, figures and decisions of the period: {every}.", ids
+    )
+    overview = _container(
         "section",
         "Overview",
         "Summarises what the documents of this period report, across all of them.",
-        ids,
-        [
-            _node(
-                "text",
-                "Summary",
-                f"States the main facts, figures and decisions of the period: {every}.",
-                ids,
-            )
-        ],
+        [summary],
     )
     sections = [overview]
     seen: set[str] = set()
@@ -58,7 +42,7 @@ def documents_structure(gset: GroundingSet, ctx: StepContext) -> tuple[str, list
             title = f"{title} ({d.doc_id})"
         seen.add(title.casefold())
         leaves = [
-            _node(
+            _leaf(
                 "text",
                 title,
                 f"Reports what {title} states about {_topics([gset.texts[d.doc_id]])}.",
@@ -67,8 +51,8 @@ def documents_structure(gset: GroundingSet, ctx: StepContext) -> tuple[str, list
         ]
         if d.tables:
             leaves.append(
-                _node("table", f"{title}: figures", f"Tabulates the figures {title} gives.", [d.doc_id])
+                _leaf("table", f"{title}: figures", f"Tabulates the figures {title} gives.", [d.doc_id])
             )
-        sections.append(_node("section", title, f"Covers {title}.", [d.doc_id], leaves))
+        sections.append(_container("section", title, f"Covers {title}.", leaves))
     topic = ctx.domain.replace("-", " ").replace("_", " ")
     return f"{topic}: report for {ctx.snapshot}", sections
