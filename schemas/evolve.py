@@ -94,6 +94,9 @@ class Splits(BaseModel):
     seed: int
     domains: dict[str, list[str]]
     instances: dict[str, list[str]]
+    # what each split covers (written since splits were stratified; empty in an older file)
+    categories: dict[str, list[str]] = Field(default_factory=dict)
+    families: dict[str, list[str]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _disjoint(self) -> Splits:

@@ -43,7 +43,8 @@ def split_cmd(
     written = write_splits(release, splits)
     for name, domains in splits.domains.items():
         print(
-            f"{name}: {len(splits.instances[name])} instances, {len(domains)} domains: {', '.join(domains)}"
+            f"{name}: {len(splits.instances[name])} instances, {len(domains)} domains: {', '.join(domains)} "
+            f"(categories: {', '.join(splits.categories[name])})"
         )
     print(f"splits: {written}")
 
