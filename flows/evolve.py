@@ -30,6 +30,7 @@ from tasks.atomic import atomic_write_bytes, atomic_write_text
 from tasks.errors import FrameInputError
 from tasks.evolve.decide import Decision, ScoredSplit, decide, item_changes, objective, paired_differences
 from tasks.evolve.failures import recurrent_failures
+from tasks.evolve.locked import locked_entry, record_locked, refuse_repeat
 from tasks.evolve.optimize import critique, llm_critique, llm_propose, propose
 from tasks.evolve.skill import over_budget, with_skill
 from tasks.evolve.splits import split_view, tuning_instances
@@ -203,10 +204,21 @@ def evolve(job: EvolveJob, skill0: Skill, rounds: int, patience: int) -> dict:
     return _run_flow(evolve_flow, job, skill0, rounds, patience)
 
 
-def evaluate_locked(job: EvolveJob, skill: Skill, out: Path) -> Path:
-    """The locked evaluation (`evaluate_locked_flow`) of `skill` (refused up front when over the budget)."""
+def locked_entry_of(job: EvolveJob, skill: Skill, out: Path) -> dict:
+    """What a locked evaluation of `skill` by `job` is, as the release's record of them holds it."""
+    identities = {n: s.identity() for n, s in job.systems.items()}
+    return locked_entry(job.splits, skill.sha256, identities, list(job.settings.metrics), out)
+
+
+def evaluate_locked(job: EvolveJob, skill: Skill, out: Path, again: bool = False) -> Path:
+    """The locked evaluation (`evaluate_locked_flow`) of `skill` (refused up front when over the budget,
+    or when already evaluated on this locked split unless `again`), recorded beside the release's splits."""
     _checked(skill, job, "--evaluate")
-    return _run_flow(evaluate_locked_flow, job, skill, out)
+    entry = locked_entry_of(job, skill, out)
+    refuse_repeat(job.release, entry, again)
+    done = _run_flow(evaluate_locked_flow, job, skill, out)
+    record_locked(job.release, entry, again)
+    return done
 
 
 @flow(name="evolve", flow_run_name=_run_name("evolve"), log_prints=True)

@@ -70,13 +70,18 @@ def evolve_cmd(
     evaluate: Annotated[
         Path | None, typer.Option("--evaluate", help="a frozen skill K*: evaluate it on the locked split")
     ] = None,
+    again: Annotated[
+        bool, typer.Option("--again", help="repeat a recorded locked evaluation of this skill")
+    ] = False,
     no_preflight: NoPreflight = False,
 ) -> None:
     """Evolve a generation skill on the discovery and validation splits; --evaluate tests one on the locked
-    split."""
+    split (once: a repeat needs --again)."""
     try:
         job, skill0 = _evolve_job(release, config, systems, skill, run)
         frozen = _read_skill(evaluate, job.settings.budget_words) if evaluate is not None else None
+        if frozen is not None:  # refused before any server starts (evaluate_locked checks it again)
+            _refuse_repeat(job, frozen, again)
         rounds = rounds if rounds is not None else job.settings.rounds
         patience = patience if patience is not None else job.settings.patience
         if rounds < 1 or patience < 1:
@@ -84,7 +89,25 @@ def evolve_cmd(
         _preflight(job.roles, no_preflight)
     except FrameInputError as exc:
         _fail(exc)
-    _run_evolve(job, skill0, rounds, patience, frozen)
+    _run_evolve(job, skill0, rounds, patience, frozen, again)
+
+
+def _refuse_repeat(job, frozen, again: bool) -> None:
+    from flows.evolve import locked_entry_of
+    from tasks.evolve.locked import refuse_repeat
+
+    refuse_repeat(job.release, locked_entry_of(job, frozen, _locked_folder(job, frozen)), again)
+
+
+def _locked_folder(job, frozen, again: bool = False) -> Path:
+    """<run>/locked-<sha>; an evaluation asked for again gets a folder of its own (-2, -3, ...), so the
+    record of an earlier one still names its result."""
+    base = job.folder / f"locked-{frozen.sha256[:12]}"
+    out, n = base, 1
+    while again and out.exists():
+        n += 1
+        out = base.with_name(f"{base.name}-{n}")
+    return out
 
 
 def _read_skill(path: Path, budget_words: int | None = None):
@@ -140,7 +163,7 @@ def _evolve_job(release: Path, config: Path, systems: str, skill: Path | None, r
     return job, skill0
 
 
-def _run_evolve(job, skill0, rounds: int, patience: int, frozen) -> None:
+def _run_evolve(job, skill0, rounds: int, patience: int, frozen, again: bool = False) -> None:
     import datetime as dt
 
     from flows.settings import configure_prefect, route_prefect_console
@@ -160,8 +183,8 @@ def _run_evolve(job, skill0, rounds: int, patience: int, frozen) -> None:
 
     try:
         if frozen is not None:
-            out = job.folder / f"locked-{frozen.sha256[:12]}"
-            bar(lambda: evolve_flow.evaluate_locked(job, frozen, out))
+            out = _locked_folder(job, frozen, again)
+            bar(lambda: evolve_flow.evaluate_locked(job, frozen, out, again))
             print((out / "report.md").read_text(encoding="utf-8"))
             print(f"locked evaluation: {out}")
             return
