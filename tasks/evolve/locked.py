@@ -15,6 +15,7 @@ from typing import Any
 from schemas.evolve import Splits
 from tasks.atomic import atomic_write_text
 from tasks.errors import FrameInputError
+from tasks.locks import hold
 
 __all__ = ["locked_entry", "locked_records_path", "read_locked_records", "record_locked", "refuse_repeat"]
 
@@ -91,9 +92,12 @@ def record_locked(release: Path, entry: dict[str, Any], again: bool) -> Path:
     """Append `entry` (stamped now, with `again`) to the release's record, atomically (the whole file is
     rewritten: a crash leaves the old record, never a torn line)."""
     path = locked_records_path(release)
-    old = path.read_text(encoding="utf-8") if path.is_file() else ""
-    if old and not old.endswith("\n"):
-        old += "\n"
-    at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-    line = json.dumps({"at": at, **entry, "again": again}, sort_keys=True, ensure_ascii=False)
-    return atomic_write_text(path, old + line + "\n")
+    # read-modify-write: two evaluations finishing together must not drop one record
+    lock = release.parent.parent / ".locks" / f"{release.parent.name}-{release.name}-locked.lock"
+    with hold(lock, 600.0, f"locked-evaluation record of {release.parent.name} {release.name}"):
+        old = path.read_text(encoding="utf-8") if path.is_file() else ""
+        if old and not old.endswith("\n"):
+            old += "\n"
+        at = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        line = json.dumps({"at": at, **entry, "again": again}, sort_keys=True, ensure_ascii=False)
+        return atomic_write_text(path, old + line + "\n")
