@@ -21,7 +21,7 @@ from schemas.release import RELEASE_SCHEMA_VERSION
 from schemas.structure import ReportStructure
 from tasks.llm.backend import StepContext
 from tasks.markdown.entities import Haystack, absent_entities, named_entities
-from tasks.release.qa_questions import absent_in_structures
+from tasks.release.qa_questions import absent_in_structures, check_questions
 from tests.conftest import CORPUS, frame_env
 from tests.llm_server import json_reply
 from tests.test_openai_backend import KEY_ENV, SECRET, gset, make_backend
@@ -280,6 +280,8 @@ def test_renewed_filing_questions_name_only_dates_of_their_filing(small_release)
 
 
 def test_frame_qa_gold_counts_nothing_on_the_built_release(small_release):
+    # the demo shipped before this fix: 134 (large-language-models W2 17, W3 15; GOOGL-10-Q 2024-03-31 37)
+    assert check_questions(small_release) == []
     res = subprocess.run(
         [FRAME, "qa", "gold", "--release", str(small_release), "--json"],
         capture_output=True,
