@@ -1,31 +1,14 @@
 """The named entities of a short text (a guiding question, a section title) and whether a set of
-documents names them: what tells a question about the new snapshot from one carried over from the old.
+documents names them: what tells a question about the new snapshot from one carried over from the old
+(docs/releases.md, "Checking the gold side", has the full definition).
 
-An **entity** is one of (extracted in this order; a span taken by one is not read again by the next):
-- `quoted`: a span between quotes, “...”, "...", ‘...’ or '...' (an ASCII single quote opens only after
-  a space or bracket and closes only before one or punctuation, so "company's" is no quote), holding a
-  letter: a quoted title ("What problem does “Attention Is All You Need” address?");
-- `period`: a full date ("June 28, 2025") or a year 1900-2099 ("fiscal 2024", "Q3 2024": its year);
-- `name`: a word that is a proper name by its spelling: two capitals in a row (BERT, NVIDIA, GWTC-3), a
-  capital after a lower-case letter (BloombergGPT, DeepSeek-V3) or a capital with a digit (V3, H800),
-  hyphenated parts kept together; quarter and fiscal labels (Q3, FY2024, H1), form names (10-K) and
-  roman numerals (II, IV) are not names;
-- `title`: a run of two or more capitalised words ("Tell Me About Yourself", "Capital Resources"), lower
-  -case joiners (of, and, for, the ...) allowed inside; the first word of the text or of a sentence in it
-  is never part of a run (so a sentence-case section title such as "Comparison of Approaches" or "Risk
-  Factors" yields none), nor are months and the calendar words of period headers ("Three Months Ended").
-
-In a heading (`heading=True`) capitals are the heading's style, not a mark of names: a heading's
-entities are its quoted spans, periods and names, never title runs ("Segment Information and Selected
-Notes" names nothing).
-
-Plain lower-case words are never entities: a generic question ("What are the main findings reported
-under overview?") names nothing. A document set **names** an entity when the entity's words, lower-cased
-with every run of non-alphanumerics read as one space, occur as a whole-word phrase in the documents'
-text (titles included) normalised the same way; a title run joined by "and"/"or" is also named when
-each of its parts is. A paper's reference list is no part of what it says
-(`without_references`): "Attention Is All You Need" cited in a 2023 paper's bibliography does not make a
-question about it one the 2023 papers answer.
+Entities: `quoted` spans (a paper title), `period`s (full dates, years), `name`s by their spelling (two
+capitals in a row, a capital after a lower-case letter or with a digit: BERT, BloombergGPT, V3; not Q3,
+FY2024, 10-K, roman numerals) and `title` runs of two or more capitalised words not starting a sentence
+(lower-case joiners inside; months and period-header words aside; none in a heading, whose capitals are
+its style). Lower-case words never are. Documents name an entity when its words, normalised (lower case,
+non-alphanumerics as one space), occur as a whole-word phrase in theirs; a title run joined by "and"/"or"
+also when each part does. `without_references` drops reference lists from a paper's text first.
 """
 
 from __future__ import annotations

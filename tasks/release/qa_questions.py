@@ -95,6 +95,8 @@ def check_questions(folder: str | Path) -> list[AbsentEntities]:
     folder = Path(folder)
     check_release_folder(folder)  # only regular files: nothing read through a link, no FIFO opened
     version = release_schema_version(folder)
+    if not all((folder / f"{t}.parquet").is_file() for t in ("structures", "grounding_documents")):
+        return []  # a gold-only folder (reports and instances): no questions to check
     structures = read_release_table(folder, "structures", version, STRUCTURE_COLUMNS)
     grounding = read_release_table(folder, "grounding_documents", version, GROUNDING_COLUMNS)
     return absent_in_structures(
