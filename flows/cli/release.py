@@ -20,25 +20,41 @@ def qa_gold_cmd(
     release: ReleaseFolder,
     as_json: AsJson = False,
 ) -> None:
-    """Gold report headings that name an earlier snapshot's period (exit 1 when any)."""
+    """Gold report headings that name an earlier snapshot's period, and guiding questions or titles naming
+    entities absent from their snapshot's documents (exit 1 when any)."""
     from dataclasses import asdict
 
     from tasks.release.qa import check_gold
+    from tasks.release.qa_questions import check_questions
 
     try:
         release_folder(release)
         found = check_gold(release)
+        absent = check_questions(release)
     except FrameInputError as exc:
         _fail(exc)
     if as_json:
-        print(json.dumps([asdict(f) for f in found], indent=2))
+        print(json.dumps([asdict(f) for f in found] + [asdict(a) for a in absent], indent=2))
     elif found:
         columns = [("domain", False), ("snapshot", False), ("names", False), ("heading", False)]
         rows = [(f.domain, f.snapshot, f"{f.names} ({f.which})", f.heading) for f in found]
         print_table("Gold headings naming an earlier period", columns, rows, keys=2)
     if not as_json:
-        print(f"{release}: {f'{len(found)} stale heading(s)' if found else 'ok'}")
-    raise typer.Exit(1 if found else 0)
+        _print_absent(absent)
+        problems = [f"{len(found)} stale heading(s)"] if found else []
+        if absent:
+            total = sum(a.questions + a.titles for a in absent)
+            problems.append(f"{total} question(s)/title(s) naming entities absent from G")
+        print(f"{release}: {'; '.join(problems) or 'ok'}")
+    raise typer.Exit(1 if found or absent else 0)
+
+
+def _print_absent(absent: list) -> None:
+    """The questions part of `frame qa gold` (tasks/release/qa_questions.py), one row per report."""
+    if absent:
+        columns = [("report", False), ("questions", True), ("titles", True), ("absent entities", False)]
+        rows = [(a.report_id, a.questions, a.titles, "; ".join(a.entities[:4])) for a in absent]
+        print_table("Questions and titles naming entities absent from G", columns, rows, keys=1)
 
 
 def release_verify(

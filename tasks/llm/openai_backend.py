@@ -10,7 +10,8 @@ validated reply into the project's objects with provenance attached:
   every `sources` entry to be a doc_id of G, and (form-restricted, filings) no title naming the
   earlier edition's period instead of the new one; a violation is invalid output (corrective retry).
 * `add_questions` (`questions`): QuestionsOutput merged into the structure; every top-level
-  section must get questions and no unknown id may appear.
+  section must get questions and no unknown id may appear; a question naming an entity that G does
+  not name (tasks/markdown/entities.py: an earlier edition's paper, name or period) is invalid output.
 * `fill` (`fill`): FillOutput.content; Markdown headings (a line starting with '#') or a
   leftover '<!-- FILL' placeholder make the reply invalid.
 
@@ -56,6 +57,7 @@ from tasks.llm.budget import input_budget, output_budget
 from tasks.llm.client import LLMClient, LLMError, LLMResult
 from tasks.llm.prompts import Prompt, load_prompt, render
 from tasks.markdown.document import hash_line, is_figure, is_heading, is_table_row
+from tasks.markdown.entities import Haystack, absent_entities, without_references
 from tasks.markdown.periods import Period, period_end_named, snapshot_period, stale_mentions
 from tasks.sources import source_kind
 from tasks.tokens import count_tokens
@@ -463,6 +465,26 @@ class OpenAIBackend:
     # -- questions
 
     @staticmethod
+    def _check_named(out: QuestionsOutput, gset: GroundingSet) -> None:
+        """The rule `frame qa gold` checks on the release (tasks/release/qa_questions.py): no question names
+        an entity the new documents do not (a paper, name or period of the earlier edition carried over)."""
+        hay = Haystack(
+            [d.title for d in gset.documents] + [without_references(t) for t in gset.texts.values()]
+        )
+        stale = [
+            f"{q.id} {x!r} ({', '.join(e.text for e in absent)})"
+            for q in out.sections
+            for x in q.questions
+            if (absent := absent_entities(x, hay))
+        ]
+        if stale:
+            raise ValueError(
+                "questions name papers, names or periods that the new documents do not: "
+                + "; ".join(stale[:6])
+                + ". Ask about the new documents only: replace each with a question about what they report"
+            )
+
+    @staticmethod
     def _check_questions(out: QuestionsOutput, structure: ReportStructure) -> None:
         ids = {n.id for n in structure.walk()}
         given = [q.id for q in out.sections]
@@ -506,9 +528,12 @@ class OpenAIBackend:
             "previous_questions": json.dumps(previous, ensure_ascii=False, indent=1) if previous else "none",
         }
         messages = self._grounding(self.prompt(role), gset, variables, role, ctx)
-        result = self.client.complete_json(
-            role, messages, QuestionsOutput, ctx, check=lambda out: self._check_questions(out, structure)
-        )
+
+        def check(out: QuestionsOutput) -> None:
+            self._check_questions(out, structure)
+            self._check_named(out, gset)
+
+        result = self.client.complete_json(role, messages, QuestionsOutput, ctx, check=check)
         self._record(role, result)
         by_id = {q.id: [x.strip() for x in q.questions] for q in result.value.sections}
         out = structure.model_copy(deep=True)

@@ -29,8 +29,12 @@ when ranking line items (their units differ from the money rows).
 
 **With `prev`** (form-restricted): prev's questions for the same node id come first when every
 content word and number of the question still occurs in the node's new sources (so a question about a
-period no longer reported is dropped); the rest is filled with new candidates, those whose subject
-prev already asked about first. Output order is fully deterministic.
+period no longer reported is dropped) and every entity it names (`tasks.markdown.entities`: quoted
+titles, names, dates and years, capitalised names) is named there too: for papers by the titles of the
+node's papers, since every paper question is about one paper ("What problem does BERT address?" is
+not renewed for a window whose papers only cite BERT); for filings by the node's source texts. The
+rest is filled with new candidates, those whose subject prev already asked about first.
+Output order is fully deterministic.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from itertools import zip_longest
 from schemas.structure import CONTAINERS, LEAVES, ReportStructure, StructureNode
 from tasks.ground.load import GroundingSet
 from tasks.llm.backend import StepContext
+from tasks.markdown.entities import Haystack, absent_entities
 from tasks.markdown.tables import markdown_tables
 from tasks.markdown.text import split_sentences, terms
 from tasks.sources import source_kind
@@ -417,12 +422,24 @@ class _Builder:
         self.prev = {n.id: list(n.questions) for n in prev.walk()} if prev is not None else {}
         self.papers = {d.doc_id: _paper_info(gset, d.doc_id) for d in gset.documents} if paper else {}
         self._vocab: dict[tuple[str, ...], set[str]] = {}
+        self._named: dict[tuple[str, ...], Haystack] = {}
 
     def vocab(self, sources: list[str]) -> set[str]:
         key = tuple(sources) or tuple(d.doc_id for d in self.gset.documents)
         if key not in self._vocab:
             self._vocab[key] = set(terms("\n".join(self.gset.texts.get(s, "") for s in key)))
         return self._vocab[key]
+
+    def still_named(self, question: str, sources: list[str]) -> bool:
+        """No entity of `question` absent from the node's sources (module docstring: papers by title)."""
+        key = tuple(sources) or tuple(d.doc_id for d in self.gset.documents)
+        if key not in self._named:
+            if self.paper:
+                titles = {d.doc_id: d.title for d in self.gset.documents}
+                self._named[key] = Haystack(titles.get(s, "") for s in key)
+            else:
+                self._named[key] = Haystack(self.gset.texts.get(s, "") for s in key)
+        return not absent_entities(question, self._named[key])
 
     def leaf(self, node: StructureNode, parent: StructureNode, section: StructureNode) -> list[Candidate]:
         if self.paper:
@@ -459,7 +476,7 @@ class _Builder:
     ) -> list[str]:
         prev = self.prev.get(node.id, [])
         vocab = self.vocab(sources)
-        out: list[str] = [q for q in prev if _still_valid(q, vocab)][:hi]
+        out = [q for q in prev if _still_valid(q, vocab) and self.still_named(q, sources)][:hi]
         asked = " ".join(prev).lower()
         ordered = [c for c in cands if c.subject.lower() in asked] + [
             c for c in cands if c.subject.lower() not in asked
