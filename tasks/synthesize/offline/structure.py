@@ -4,9 +4,11 @@ Deterministic rules over the grounding documents' metadata and Markdown headings
 randomness. The gold reports they lead to are *extractive baselines*; real builds use an LLM endpoint.
 
 **Form-free (t1)**: one builder per document layout of a source kind (`tasks.sources`), each in a module
-of its own: a filing's sections (layout "filing": EDGAR) in `structure_filing.py`, papers ("papers":
-arXiv) in `structure_paper.py`, any other documents in `structure_documents.py`; what they share (reading
-documents, matching titles, building nodes and ids) in `structure_common.py`.
+of its own, each deriving the plan from the domain's own documents: a filing's Items, statements and
+notes under their own headings (layout "filing": EDGAR) in `structure_filing.py`, themes clustered from
+the window's papers ("papers": arXiv) in `structure_paper.py`, any other documents in
+`structure_documents.py`; what they share (reading documents, matching titles, building nodes and ids)
+in `structure_common.py`.
 
 **Form-restricted (t2, t3)**: prev's sections are all kept with their ids, titles and order. Each child
 is matched to the element a form-free proposal over the new set contains (same title, or the same
@@ -102,12 +104,18 @@ __all__ = [
 _BUILDERS = {"filing": _filing_structure, "papers": _paper_structure, "documents": documents_structure}
 
 
-def propose_structure(gset: GroundingSet, ctx: StepContext) -> ReportStructure:
-    """Form-free structure at the first snapshot (no questions)."""
+def propose_structure(
+    gset: GroundingSet, ctx: StepContext, prev: ReportStructure | None = None
+) -> ReportStructure:
+    """Form-free structure at the first snapshot (no questions); with `prev` (what a form-restricted
+    step adapts), papers are grouped under prev's themes, which a new window's papers do not name."""
     if not gset.documents:
         raise ValueError(f"{ctx.domain} {ctx.snapshot}: empty grounding set, nothing to structure")
-    build = _BUILDERS[source_kind(ctx.source_kind).layout]
-    title, sections = build(gset, ctx)
+    layout = source_kind(ctx.source_kind).layout
+    if layout == "papers" and prev is not None:
+        title, sections = _paper_structure(gset, ctx, [n.title for n in prev.nodes])
+    else:
+        title, sections = _BUILDERS[layout](gset, ctx)
     return ReportStructure.model_validate(
         {
             "title": title,
@@ -351,7 +359,7 @@ def _walk_dicts(nodes: list[dict]):
 
 def adapt_structure(prev: ReportStructure, gset: GroundingSet, ctx: StepContext) -> ReportStructure:
     """Form-restricted structure: prev's layout adapted to the evidence of `gset` (module docstring)."""
-    proposal = propose_structure(gset, ctx)
+    proposal = propose_structure(gset, ctx, prev)
     cand_sections = proposal.model_dump(mode="json")["nodes"]
     dating = Dating.of(prev, gset, ctx)
     taken = [n.id for n in prev.walk()]

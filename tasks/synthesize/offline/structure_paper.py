@@ -1,19 +1,29 @@
 """Offline form-free structure for a window of papers (layout "papers": arXiv), SPEC §2.4.
 
-"Overview" (text over all abstracts); "Research Themes" with one subsection per paper (title = paper
-title; leaves: problem-and-method text, results text, a table leaf if the paper has a table, a figure
-leaf if it has a figure, preferring those of its results section); "Comparison of Approaches" (a table
-leaf over all papers: one row per paper); "Open Questions" (text from conclusion/discussion sections).
+The sections are the window's own themes, not a fixed academic template: every paper gets keywords
+(words of its title, weighted double, and abstract; stop words, words under 4 letters and generic
+research words left out, a plural counted with its singular), weighted by tf-idf over the window; the
+papers are clustered agglomeratively (the pair of clusters with the most similar keyword vectors merged
+first, ties to the earlier papers) into ceil(n/2) themes (papers sharing no keyword
+are not merged). A theme is named by its 3 best keywords (those
+shared by most of its papers, then by weight, in the form the papers write them) and holds one
+subsection per paper (title = paper title; leaves: problem-and-method text, results text, a table leaf
+if the paper has a table, a figure leaf if it has a figure, preferring those of its results section)
+and, with two papers or more, a "Comparison of approaches" table leaf (one row per paper).
+Form-restricted (t2, t3): the themes are prev's, by title; each new paper joins the theme whose title
+shares the most of its keyword weight, every theme first taking its best paper while papers remain.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
 
 from schemas.documents import GroundingDocument
 from tasks.ground.load import GroundingSet
 from tasks.llm.backend import StepContext
-from tasks.markdown.text import split_sentences
+from tasks.markdown.text import STOPWORDS, split_sentences
 from tasks.synthesize.offline.structure_common import (
     LEAD_MAX_WORDS,
     Part,
@@ -103,47 +113,140 @@ def caption(block: Block, kind: str, max_words: int = 16) -> tuple[str, str, str
     return label, short, sent if len(words) <= LEAD_MAX_WORDS else ""
 
 
-def _paper_structure(gset: GroundingSet, ctx: StepContext) -> tuple[str, list[dict]]:
-    """(survey title, sections) for the window's papers, in grounding-set order."""
+def _paper_structure(
+    gset: GroundingSet, ctx: StepContext, themes: list[str] | None = None
+) -> tuple[str, list[dict]]:
+    """(survey title, sections): one section per theme of the window's papers (`themes`: prev's theme
+    titles, which the papers are assigned to instead of clustering them)."""
     docs = list(gset.documents)
-    ids = [d.doc_id for d in docs]
-    shorts = [short_title(d.title) for d in docs]
-    subs = [_paper_subsection(gset, d, short) for d, short in zip(docs, shorts, strict=True)]
-    themes = _container(
-        "section",
-        "Research Themes",
-        "Presents each paper of the window in turn: problem, method, results and key evidence.",
-        subs,
-        ids,
-    )
+    counts = [_keywords(gset, d) for d in docs]
+    weights = _keyword_weights(counts)
+    groups = _assign(weights, themes) if themes else _cluster(weights)
+    sections = []
+    for k, members in enumerate(groups):
+        if not members and themes is None:
+            continue
+        title = (
+            themes[k] if themes else theme_title([weights[i] for i in members], [counts[i] for i in members])
+        )
+        ids = [docs[i].doc_id for i in members]
+        shorts = [short_title(docs[i].title) for i in members]
+        subs = [_paper_subsection(gset, docs[i], short) for i, short in zip(members, shorts, strict=True)]
+        if len(members) >= 2:
+            subs.append(_comparison_leaf(ids))
+        sections.append(
+            _container(
+                "section",
+                title,
+                f"Covers the window's work on {title}: " + "; ".join(shorts) + "."
+                if shorts
+                else f"Covers {title}.",
+                subs,
+                ids,
+            )
+        )
     topic = ctx.domain.replace("-", " ").replace("_", " ")
-    sections = [
-        _overview_section(ids, shorts),
-        themes,
-        _comparison_section(ids),
-        _open_questions_section(ids),
-    ]
     return f"Literature survey: {topic} ({ctx.snapshot})", sections
 
 
-def _overview_section(ids: list[str], shorts: list[str]) -> dict:
-    return _container(
-        "section",
-        "Overview",
-        f"Introduces the {len(ids)} papers of this window and the problems they address: "
-        + "; ".join(shorts)
-        + ".",
-        [
-            _leaf(
-                "text",
-                "Overview of the papers",
-                "Summarises, from each paper's abstract, what the paper studies and contributes (abstract "
-                "statements of aim and approach): " + "; ".join(shorts) + ".",
-                ids,
-            )
-        ],
-        ids,
-    )
+MIN_SIMILARITY = 0.05
+_GENERIC = frozenset(
+    """paper papers study studies result results method methods approach approaches present presents
+    presented show shows shown find finds found using used based work also well however further first
+    new novel propose proposed provide provides allow allows within across different several various
+    including model models data analysis here thus therefore each while well large high low""".split()
+)
+
+
+def _keywords(gset: GroundingSet, d: GroundingDocument) -> Counter[str]:
+    """Surface words of a paper's title (twice) and abstract, by count; plural and singular merged."""
+    parts = paper_parts(gset.texts[d.doc_id])
+    ab = _abstract(parts)
+    abstract = " ".join(b.text for b in ab.prose()) if ab else ""
+    # no TeX words, no bracketed metadata ("[Institutetext: Leiden Observatory ...]")
+    text = re.sub(r"\$[^$]*\$|\\[A-Za-z]+|\[[A-Z][a-z]+:[^\]]*\]", " ", f"{d.title} {d.title} {abstract}")
+    words = re.findall(r"[a-z][a-z-]*[a-z]", text.lower())
+    return Counter(w for w in words if len(w) > 3 and w not in STOPWORDS and w not in _GENERIC)
+
+
+def _stem(word: str) -> str:
+    return word[:-1] if word.endswith("s") and not word.endswith("ss") else word
+
+
+def _keyword_weights(counts: list[Counter[str]]) -> list[dict[str, float]]:
+    """tf-idf per paper over stems: a word every paper of the window uses names no theme."""
+    stems = [Counter({}) for _ in counts]
+    for c, st in zip(counts, stems, strict=True):
+        for w, n in c.items():
+            st[_stem(w)] += n
+    df = Counter(w for st in stems for w in st)
+    n = len(stems)
+    return [{w: k * math.log((1 + n) / df[w]) for w, k in st.items() if df[w] < n or n == 1} for st in stems]
+
+
+def _cosine(a: dict[str, float], b: dict[str, float]) -> float:
+    dot = sum(v * b.get(w, 0.0) for w, v in a.items())
+    na, nb = math.sqrt(sum(v * v for v in a.values())), math.sqrt(sum(v * v for v in b.values()))
+    return dot / (na * nb) if na and nb else 0.0
+
+
+def _cluster(weights: list[dict[str, float]]) -> list[list[int]]:
+    """ceil(n/2) groups of paper indices, most similar clusters merged first, in paper order."""
+    groups = [[i] for i in range(len(weights))]
+    target = max(1, math.ceil(len(weights) / 2))
+
+    def vec(g: list[int]) -> dict[str, float]:
+        out: Counter[str] = Counter()
+        for i in g:
+            out.update(weights[i])
+        return dict(out)
+
+    while len(groups) > target:
+        pairs = [(a, b) for a in range(len(groups)) for b in range(a + 1, len(groups))]
+        a, b = max(pairs, key=lambda p: (_cosine(vec(groups[p[0]]), vec(groups[p[1]])), -p[0], -p[1]))
+        if _cosine(vec(groups[a]), vec(groups[b])) < MIN_SIMILARITY:
+            break  # papers sharing no keyword stay apart
+        groups[a] = sorted(groups[a] + groups[b])
+        del groups[b]
+    return groups
+
+
+def theme_title(weights: list[dict[str, float]], counts: list[Counter[str]], n: int = 3) -> str:
+    """The theme's best keywords (shared by most of its papers, then by weight), as the papers write them."""
+    total: Counter[str] = Counter()
+    for w in weights:
+        total.update(w)
+    shared = Counter(s for w in weights for s in w)
+    best = sorted(total, key=lambda s: (-shared[s], -total[s], s))[:n]
+    surface: Counter[str] = Counter()
+    for c in counts:
+        surface.update(c)
+    names = []
+    for s in best:
+        form = max((w for w in surface if _stem(w) == s), key=lambda w: (surface[w], w))
+        names.append(form[:1].upper() + form[1:])
+    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names) or "Papers"
+
+
+def _assign(weights: list[dict[str, float]], themes: list[str]) -> list[list[int]]:
+    """Papers to prev's themes by the keyword weight a theme's title shares; each theme first takes its
+    best paper while papers remain, the rest go to their best theme."""
+    title_stems = [{_stem(w) for w in re.findall(r"[a-z][a-z-]*[a-z]", t.lower())} for t in themes]
+
+    def score(i: int, k: int) -> float:
+        return sum(v for s, v in weights[i].items() if s in title_stems[k])
+
+    groups: list[list[int]] = [[] for _ in themes]
+    free = list(range(len(weights)))
+    for k in range(len(themes)):
+        if not free:
+            break
+        best = max(free, key=lambda i: (score(i, k), -i))
+        groups[k].append(best)
+        free.remove(best)
+    for i in free:
+        groups[max(range(len(themes)), key=lambda k: (score(i, k), -k))].append(i)
+    return [sorted(g) for g in groups]
 
 
 def _paper_subsection(gset: GroundingSet, d: GroundingDocument, short: str) -> dict:
@@ -195,37 +298,11 @@ def _paper_subsection(gset: GroundingSet, d: GroundingDocument, short: str) -> d
     )
 
 
-def _comparison_section(ids: list[str]) -> dict:
-    return _container(
-        "section",
-        "Comparison of Approaches",
-        "Compares the papers side by side: one row per paper with its approach and key result.",
-        [
-            _leaf(
-                "table",
-                "Comparison of approaches",
-                "Tabulates, for each paper, the approach it presents in its abstract and the main result it "
-                "reports in its abstract or conclusions.",
-                ids,
-            )
-        ],
-        ids,
-    )
-
-
-def _open_questions_section(ids: list[str]) -> dict:
-    return _container(
-        "section",
-        "Open Questions",
-        "Collects the open questions, limitations and future work stated by the papers.",
-        [
-            _leaf(
-                "text",
-                "Open questions and future work",
-                "Summarises the limitations, open questions and future work (future directions, caveats, "
-                "improvements left to future studies) stated in the conclusion and discussion sections.",
-                ids,
-            )
-        ],
+def _comparison_leaf(ids: list[str]) -> dict:
+    return _leaf(
+        "table",
+        "Comparison of approaches",
+        "Tabulates, for each paper of the theme, the approach it presents in its abstract and the main "
+        "result it reports in its abstract or conclusions.",
         ids,
     )
