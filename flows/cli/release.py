@@ -20,25 +20,36 @@ def qa_gold_cmd(
     release: ReleaseFolder,
     as_json: AsJson = False,
 ) -> None:
-    """Gold report headings that name an earlier snapshot's period (exit 1 when any)."""
+    """Gold report headings that name an earlier snapshot's period, and gold reports failing frame's own
+    G0 gates, repetition item or gold checks (tasks/score/gold_check.py); exit 1 when any."""
     from dataclasses import asdict
 
+    from tasks.release.members import line
     from tasks.release.qa import check_gold
+    from tasks.score.gold_check import gold_failures_of_release
 
     try:
         release_folder(release)
         found = check_gold(release)
+        failed = gold_failures_of_release(release)
     except FrameInputError as exc:
         _fail(exc)
-    if as_json:
-        print(json.dumps([asdict(f) for f in found], indent=2))
+    if as_json:  # the rubric failures follow the stale headings: rows with an "item" key
+        print(json.dumps([asdict(f) for f in [*found, *failed]], indent=2))
     elif found:
         columns = [("domain", False), ("snapshot", False), ("names", False), ("heading", False)]
         rows = [(f.domain, f.snapshot, f"{f.names} ({f.which})", f.heading) for f in found]
         print_table("Gold headings naming an earlier period", columns, rows, keys=2)
     if not as_json:
-        print(f"{release}: {f'{len(found)} stale heading(s)' if found else 'ok'}")
-    raise typer.Exit(1 if found else 0)
+        for f in failed:  # one line per failed item, escaped and cut like every release value
+            print(line(f.line()))
+        problems = []
+        if found:
+            problems.append(f"{len(found)} stale heading(s)")
+        if failed:
+            problems.append(f"{len({f.report_id for f in failed})} gold report(s) fail frame's own gates")
+        print(f"{release}: {'; '.join(problems) or 'ok'}")
+    raise typer.Exit(1 if found or failed else 0)
 
 
 def release_verify(

@@ -139,10 +139,18 @@ def _is_pseudo_heading(text: str) -> bool:
     return 0 < len(words) <= 8 and s[-1] not in '.:;,?!)"”' and not any(c.isdigit() for c in s)
 
 
+def _broken_off(before: str, text: str) -> bool:
+    """Whether paragraph `text` continues `before` (a page break between them): it starts in lower case
+    and `before` ends without a closing mark, unless `before` is a short title-like line ("iPhone" over
+    "iPhone net sales increased ...": a heading, never glued to its paragraph)."""
+    return text[:1].islower() and before.rstrip()[-1:] not in '.!?:;"”)' and not _is_pseudo_heading(before)
+
+
 def parse_blocks(markdown: str) -> list[Block]:
     """Blocks with heading paths. Captions/units lines are attached to their table or figure, list items
     separated by blank lines are one list, a paragraph broken by a page break is re-joined, and a short
-    title-like line before a paragraph is treated as a (pseudo-)heading."""
+    title-like line before a paragraph is treated as a (pseudo-)heading, never joined to the paragraph
+    (even one starting in lower case: "iPhone" over "iPhone net sales increased ...")."""
     raw = _raw_blocks(markdown)
     # attach captions, footnotes; merge list runs and broken paragraphs
     merged: list[list[str]] = []  # [kind, text]
@@ -182,13 +190,7 @@ def parse_blocks(markdown: str) -> list[Block]:
             merged[-1][1] += "\n\n" + text
             i += 1
             continue
-        if (
-            kind == "text"
-            and merged
-            and merged[-1][0] == "text"
-            and text[:1].islower()
-            and merged[-1][1].rstrip()[-1:] not in '.!?:;"”)'
-        ):
+        if kind == "text" and merged and merged[-1][0] == "text" and _broken_off(merged[-1][1], text):
             merged[-1][1] = merged[-1][1].rstrip() + " " + text.lstrip()
             i += 1
             continue
