@@ -73,16 +73,9 @@ def build_cmd(
 
     try:
         with _writing(Path(cfg.build.data_dir) / "releases" / release / version):
-            out = build_and_publish(
-                cfg,
-                names,
-                release,
-                version,
-                allow_partial=allow_partial,
-                runner=_run_build_with_progress,
-                allow_identical=allow_identical,
-                allow_failed_gold=allow_failed_gold,
-            )
+            allow = {"allow_partial": allow_partial, "allow_identical": allow_identical}
+            allow["allow_failed_gold"] = allow_failed_gold
+            out = build_and_publish(cfg, names, release, version, runner=_run_build_with_progress, **allow)
     except FrameInputError as exc:
         _fail(exc)
     for r in out["failed"]:

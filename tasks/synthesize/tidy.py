@@ -35,7 +35,7 @@ __all__ = [
     "repeat_key",
 ]
 
-EMPTY = "No grounding document covers this topic."
+EMPTY = "No grounding evidence available."
 MIN_REPEAT_WORDS = 8  # tasks/score/rubric/completeness.py check_no_repetition
 _IMAGE_FILE = re.compile(r"\.(?:png|jpe?g|gif|svg|webp|bmp|tiff?|pdf)(?:[?#].*)?$", re.IGNORECASE)
 _GLUED = re.compile(r"^((?:\*\*)?(\S+(?:[ \t]+\S+){0,5}?)(?:\*\*)?)[ \t]+(?=\2\b)")

@@ -23,9 +23,9 @@ reports this produces are *extractive baselines*; real builds use an LLM endpoin
   not give a value is left out, and of the columns (approach, result) those that keep the most filled
   cells are shown (both unless one alone keeps more; no "not found" text). Without a table
   passage, or with no complete row, the text rule applies.
-- **figure**: the first figure passage not yet placed (the `![...](...)` line and its caption),
-  verbatim; for a paper, a link to an anchor of the paper (`S5.F3`, not a file) is dropped when the
-  caption follows it, else its alt text is the caption (cleaned).
+- **figure**: the first figure passage not yet placed (the `![...](...)` line and its caption), verbatim
+  (none left: the text rule); for a paper, a link to an anchor of the paper (`S5.F3`, not a file) is
+  dropped when the caption follows it, else its alt text is the caption (cleaned).
 - **list**: items of list passages, then relevant sentences, as `- ` items (at most 8, same budget).
 
 **Papers** (a kind whose layout is "papers": arXiv): a sentence must make sense outside its paper. Inline
@@ -45,7 +45,7 @@ pass after it (`tasks.synthesize.tidy`) removes what is still repeated and puts 
 third person.
 
 The output never contains a Markdown heading line (a line starting with '#' becomes bold text) nor the
-string '<!-- FILL'. With no usable passage the content is the fixed sentence `NO_EVIDENCE` (6 words:
+string '<!-- FILL'. With no usable passage the content is the fixed sentence `NO_EVIDENCE` (4 words:
 never a repeat).
 """
 
@@ -63,7 +63,7 @@ from tasks.synthesize.retrieve import node_query, node_sources
 from tasks.synthesize.tidy import EMPTY, image_link, is_file_target
 from tasks.tokens import count_tokens
 
-NO_EVIDENCE = EMPTY  # under 8 words: two sections without evidence never make a repeat
+NO_EVIDENCE = EMPTY  # 4 words: two sections without evidence never make a repeat
 TEXT_BUDGET = 220
 EXTRA_PER_SOURCE = 80
 MAX_BUDGET = 600
@@ -385,6 +385,7 @@ def fill(
     elif node.type == "figure":
         p = _prefer_sources(node, structure, passages, "figure", used)
         out = (_clean_block(p.text) if paper else p.text) if p is not None else ""
+        out = out or _text(node, structure, passages, used, paper)  # every figure placed already
     elif node.type == "list":
         out = _list(node, structure, passages, used, paper)
     else:
