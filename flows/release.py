@@ -146,11 +146,15 @@ def publish(
     previous: Path | None = None,
     *,
     allow_identical: bool = False,
+    allow_failed_gold: bool = False,
 ) -> tuple[Path, list[dict]]:
     """Write release `name` `version`; with `previous` (a release folder) its card gets a "Changes"
     section: `frame release diff previous new`. FrameInputError (IdenticalReleaseError) when its tables
-    equal the previous version's, unless `allow_identical`."""
+    equal the previous version's, unless `allow_identical`; FrameInputError naming the first gold report
+    that fails frame's own gates (tasks/score/gold_check.py) before anything is written, unless
+    `allow_failed_gold` (the card's known limits then list the failures)."""
     tables, sources, inputs = release_tables(results, Path(cfg.build.data_dir))
+    gold_limits = _gold_gate(tables["reports"], allow_failed_gold)
     reports = {r["report_id"]: r for r in tables["reports"]}
     gsets: dict[str, list[dict]] = {}
     for d in tables["grounding_documents"]:
@@ -168,7 +172,7 @@ def publish(
         "backends": [{"backend": b, "model": m} for b, m in backends],
         "sources": sources,
     }
-    notes = {"limits": _limits(backends)}
+    notes = {"limits": _limits(backends) + gold_limits}
     instances = tables["instances"]
 
     def card(m, staged: Path) -> str:
@@ -191,6 +195,29 @@ def publish(
         allow_identical=allow_identical,
     )
     return path, stats
+
+
+def _gold_gate(reports: list[dict], allow: bool) -> list[str]:
+    """Frame's own gates over the gold reports: a failure stops the release (one line naming the report
+    and item) unless `allow`; then the card's known-limits lines that say which gold fails."""
+    from tasks.score.gold_check import gold_failures
+
+    failed = gold_failures(reports)
+    if not failed:
+        return []
+    first = failed[0]
+    if not allow:
+        raise FrameInputError(
+            f"gold {first.report_id}",
+            f"fails {first.item} ({first.where}: {first.rationale}); {len(failed)} failure(s) in "
+            f"{len({f.report_id for f in failed})} report(s): the release is not written "
+            "(`frame qa gold` lists them; --allow-failed-gold publishes anyway)",
+        )
+    items = sorted({f"{f.report_id} ({f.item})" for f in failed})
+    return [
+        "Published with --allow-failed-gold: these gold reports fail frame's own gates or repetition "
+        f"item (tasks/score/gold_check.py; `frame qa gold` shows the evidence): {', '.join(items)}."
+    ]
 
 
 def _limits(backends: list[tuple[str, str]]) -> list[str]:
@@ -216,6 +243,7 @@ def build_and_publish(
     runner=None,
     previous: Path | None = None,
     allow_identical: bool = False,
+    allow_failed_gold: bool = False,
 ) -> dict:
     """Build `names` and write the release, holding the data folder's build lock throughout.
 
@@ -237,6 +265,12 @@ def build_and_publish(
         if failed and not allow_partial:
             return {"results": results, "failed": failed, "path": None, "stats": []}
         path, stats = publish(
-            cfg, results, release, version, previous=previous, allow_identical=allow_identical
+            cfg,
+            results,
+            release,
+            version,
+            previous=previous,
+            allow_identical=allow_identical,
+            allow_failed_gold=allow_failed_gold,
         )
     return {"results": results, "failed": failed, "path": path, "stats": stats}

@@ -426,8 +426,12 @@ def test_offline_comparison_grid_leaves_missing_values_out():
     ], out  # no result sentence anywhere: no "Key result" column, no "not stated" cell
     passages.append(Passage("p1", "We find that the sampler is 10 times faster.", "text", 0.8, 10))
     rows = OfflineBackend().fill(grid, s, passages, paper).splitlines()
-    assert rows[0] == "| Paper | Approach | Key result |"
-    assert rows[3] == "| p2 | We propose a flexible comparison framework. |  |", rows  # one missing value
+    assert rows == [
+        "| Paper | Approach | Key result |",
+        "|---|---|---|",
+        "| p1 | We present a new sampler for the comparison of waveforms. "
+        "| We find that the sampler is 10 times faster. |",
+    ], rows  # p2 gives no result: its row is left out rather than shown with an empty cell (issue 34)
     assert not_found_cells("\n".join(rows)) == []
 
 

@@ -84,6 +84,9 @@ def test_blocks_pseudo_headings_and_page_breaks():
     assert prose[0].headings == ("T", "Segment", "Americas")
     assert prose[1].text == "The stock price fell."
     assert [b.text for b in blocks if b.kind == "list"] == ["- a\n\n- b"]
+    # a brand-name heading over a paragraph that starts with it is not a broken paragraph: never glued
+    glued = parse_blocks("iPhone\n\niPhone net sales increased during 2025.\n")
+    assert [b.text for b in glued] == ["iPhone", "iPhone net sales increased during 2025."]
 
 
 def test_split_sentences_keeps_wording():

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from flows.cli.common import _fail, _preflight, _writing
-from flows.cli.options import BuildConfig, Domains, NoPreflight, ReleaseName
+from flows.cli.options import AllowFailedGold, BuildConfig, Domains, NoPreflight, ReleaseName
 from flows.cli.running import _prefect_session, _run_build_with_progress
 from flows.terminal import print_table
 from tasks.errors import FrameInputError
@@ -43,6 +43,7 @@ def build_cmd(
             help="write the new version even when its tables equal the previous version's",
         ),
     ] = False,
+    allow_failed_gold: AllowFailedGold = False,
     no_preflight: NoPreflight = False,
 ) -> None:
     """fetch -> ground -> synthesize -> instances -> release, domains in parallel, every step cached."""
@@ -72,15 +73,9 @@ def build_cmd(
 
     try:
         with _writing(Path(cfg.build.data_dir) / "releases" / release / version):
-            out = build_and_publish(
-                cfg,
-                names,
-                release,
-                version,
-                allow_partial=allow_partial,
-                runner=_run_build_with_progress,
-                allow_identical=allow_identical,
-            )
+            allow = {"allow_partial": allow_partial, "allow_identical": allow_identical}
+            allow["allow_failed_gold"] = allow_failed_gold
+            out = build_and_publish(cfg, names, release, version, runner=_run_build_with_progress, **allow)
     except FrameInputError as exc:
         _fail(exc)
     for r in out["failed"]:

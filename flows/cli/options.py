@@ -20,6 +20,13 @@ AsJson = Annotated[bool, typer.Option("--json", help="print JSON")]
 Kind = Annotated[str | None, typer.Option(help="source kind, e.g. edgar|arxiv (detected if omitted)")]
 ScoresFolder = Annotated[Path, typer.Option("--scores", help="a `frame score` output folder")]
 
+AllowFailedGold = Annotated[
+    bool,
+    typer.Option(
+        "--allow-failed-gold",
+        help="write the release even if gold reports fail frame's own gates (`frame qa gold`)",
+    ),
+]
 NoPreflight = Annotated[
     bool,
     typer.Option(

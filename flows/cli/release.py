@@ -20,33 +20,41 @@ def qa_gold_cmd(
     release: ReleaseFolder,
     as_json: AsJson = False,
 ) -> None:
-    """Gold report headings that name an earlier snapshot's period, and guiding questions or titles naming
-    entities absent from their snapshot's documents (exit 1 when any)."""
+    """Gold report headings that name an earlier snapshot's period, gold reports failing frame's own G0
+    gates, repetition item or gold checks (tasks/score/gold_check.py), and guiding questions or titles
+    naming entities absent from their snapshot's documents; exit 1 when any."""
     from dataclasses import asdict
 
+    from tasks.release.members import line
     from tasks.release.qa import check_gold
     from tasks.release.qa_questions import check_questions
+    from tasks.score.gold_check import gold_failures_of_release
 
     try:
         release_folder(release)
         found = check_gold(release)
+        failed = gold_failures_of_release(release)
         absent = check_questions(release)
     except FrameInputError as exc:
         _fail(exc)
-    if as_json:
-        print(json.dumps([asdict(f) for f in found] + [asdict(a) for a in absent], indent=2))
+    if as_json:  # stale headings, then rubric failures (rows with "item"), then absent entities ("check")
+        print(json.dumps([asdict(f) for f in [*found, *failed, *absent]], indent=2))
     elif found:
         columns = [("domain", False), ("snapshot", False), ("names", False), ("heading", False)]
         rows = [(f.domain, f.snapshot, f"{f.names} ({f.which})", f.heading) for f in found]
         print_table("Gold headings naming an earlier period", columns, rows, keys=2)
     if not as_json:
+        for f in failed:  # one line per failed item, escaped and cut like every release value
+            print(line(f.line()))
         _print_absent(absent)
         problems = [f"{len(found)} stale heading(s)"] if found else []
+        if failed:
+            problems.append(f"{len({f.report_id for f in failed})} gold report(s) fail frame's own gates")
         if absent:
             total = sum(a.questions + a.titles for a in absent)
             problems.append(f"{total} question(s)/title(s) naming entities absent from G")
         print(f"{release}: {'; '.join(problems) or 'ok'}")
-    raise typer.Exit(1 if found or absent else 0)
+    raise typer.Exit(1 if found or failed or absent else 0)
 
 
 def _print_absent(absent: list) -> None:

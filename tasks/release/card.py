@@ -15,6 +15,7 @@ from typing import Any
 
 from schemas.domains import category_labels
 from schemas.release import TABLE_KEYS, ReleaseManifest
+from tasks.release.paper_table1 import SOURCE, gold_against_paper
 
 TABLE_DESCRIPTIONS = {
     "instances": "one row per instance (S, G, Y): sample and target report Markdown, grounding doc ids",
@@ -94,6 +95,28 @@ def stats_markdown(stats_rows: list[Mapping[str, Any]]) -> str:
     for r in rows:
         lines.append("| " + " | ".join([label(r)] + [_num(r.get(c), 0) for c, _ in MAX_COLUMNS]) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _against_paper(stats_rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The gold report Y's mean length against the paper's (tasks/release/paper_table1.py), with the
+    ratio frame / paper; nothing when no category of the release is in the paper."""
+    rows = gold_against_paper([dict(r) for r in stats_rows])
+    if not rows:
+        return []
+    head = ["Category"] + [f"Y {w} (frame / {SOURCE} / ratio)" for w in ("tokens", "sections", "tables")]
+    out = [
+        f"Gold report length against {SOURCE} (means per instance; ratio = frame / paper):",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|---|---:|---:|---:|",
+    ]
+    for r in sorted(rows, key=lambda r: _category_key(str(r["category"]))):
+        cells = [category_labels().get(str(r["category"]), _cell(r["category"]))]
+        for key, decimals in (("y_tokens_mean", 0), ("y_sections_mean", 1), ("y_tables_mean", 1)):
+            ours, ref, ratio = r[key]
+            cells.append(f"{_num(ours, decimals)} / {_num(ref, decimals)} / {_num(ratio, 2)}")
+        out.append("| " + " | ".join(cells) + " |")
+    return [*out, ""]
 
 
 def _licenses(notes: Mapping[str, Any]) -> list[str]:
@@ -226,6 +249,7 @@ def render_card(
         "",
         stats_markdown(stats_rows).rstrip("\n"),
         "",
+        *_against_paper(stats_rows),
         "## How it was built",
         "",
         "Filings and papers were fetched, cleaned (iXBRL to HTML; facts extracted) and split into "

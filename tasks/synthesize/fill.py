@@ -9,7 +9,10 @@ tasks/synthesize/retrieve.py, "Budget"). An extractive backend (`backend.extract
 whose demo gold and its annotations are shipped) keeps the fixed top `EXTRACTIVE_K` = 8 that fit
 (`RetrievalIndex.search`); an explicit `k` asks for that fixed top-k with any backend. Placeholders are
 filled in outline order; an extractive backend also gets the set of sentences already placed, so a
-sentence is never repeated in a later section (for paper sets; see tasks/synthesize/offline/fill.py).
+sentence is never repeated in a later section (see tasks/synthesize/offline/fill.py). Whatever the
+backend, each element then goes through `tasks.synthesize.tidy.ReportTidy` (no sentence or table placed
+twice, no heading glued to its paragraph, no raw figure link, a filing's text in the third person), so
+the gold passes the repetition and placeholder items of frame's own rubric (tasks/score/gold_check.py).
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from dataclasses import dataclass
 from schemas.structure import ReportStructure
 from tasks.ground.load import GroundingSet
 from tasks.llm.backend import Backend, StepContext
+from tasks.sources import source_kind
 from tasks.synthesize.outline import fill_placeholders, find_placeholders
 from tasks.synthesize.retrieve import RetrievalIndex
+from tasks.synthesize.tidy import ReportTidy
 
 EXTRACTIVE_K = 8  # passages per element for an extractive backend (the demo gold's retrieval)
 
@@ -48,6 +53,7 @@ def fill_report(
     # An extractive backend (offline) is told which sentences earlier placeholders already hold, so that
     # no sentence of G is copied into two sections; an LLM backend writes its own text.
     placed: set[str] | None = set() if extractive else None
+    tidy = ReportTidy(third=source_kind(ctx.source_kind).layout == "filing")
     contents: dict[str, str] = {}
     evidence: dict[str, list[str]] = {}
     used: dict[str, int] = {}
@@ -61,6 +67,7 @@ def fill_report(
             content = backend.fill(node, structure, passages, ctx)
         else:
             content = backend.fill(node, structure, passages, ctx, used=placed)  # type: ignore[call-arg]
+        content = tidy(content)
         if "<!-- FILL" in content:
             raise ValueError(f"fill for {node.id} left a placeholder")
         contents[node.id] = content

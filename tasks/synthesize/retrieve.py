@@ -139,10 +139,21 @@ def _is_pseudo_heading(text: str) -> bool:
     return 0 < len(words) <= 8 and s[-1] not in '.:;,?!)"”' and not any(c.isdigit() for c in s)
 
 
+def _broken_off(before: str, text: str) -> bool:
+    """Whether paragraph `text` continues `before` (a page break between them): it starts in lower case
+    and `before` ends without a closing mark, unless `before` is a short line (8 words at most) whose
+    word the paragraph starts with ("iPhone" over "iPhone net sales increased ...": a heading, never
+    glued to its paragraph; "The stock" over "price fell." is one sentence)."""
+    if not text[:1].islower() or before.rstrip()[-1:] in '.!?:;"”)':
+        return False
+    words = before.split()
+    return not (len(words) <= 8 and text.split()[0] in words)
+
+
 def parse_blocks(markdown: str) -> list[Block]:
     """Blocks with heading paths. Captions/units lines are attached to their table or figure, list items
-    separated by blank lines are one list, a paragraph broken by a page break is re-joined, and a short
-    title-like line before a paragraph is treated as a (pseudo-)heading."""
+    separated by blank lines are one list, a paragraph broken by a page break is re-joined (`_broken_off`),
+    and a short title-like line before a paragraph is treated as a (pseudo-)heading."""
     raw = _raw_blocks(markdown)
     # attach captions, footnotes; merge list runs and broken paragraphs
     merged: list[list[str]] = []  # [kind, text]
@@ -182,13 +193,7 @@ def parse_blocks(markdown: str) -> list[Block]:
             merged[-1][1] += "\n\n" + text
             i += 1
             continue
-        if (
-            kind == "text"
-            and merged
-            and merged[-1][0] == "text"
-            and text[:1].islower()
-            and merged[-1][1].rstrip()[-1:] not in '.!?:;"”)'
-        ):
+        if kind == "text" and merged and merged[-1][0] == "text" and _broken_off(merged[-1][1], text):
             merged[-1][1] = merged[-1][1].rstrip() + " " + text.lstrip()
             i += 1
             continue

@@ -13,15 +13,19 @@ reports this produces are *extractive baselines*; real builds use an LLM endpoin
   o200k_base tokens, plus 80 per additional source document (at most 600); with several sources each
   document first gets an equal share, then the rest goes to the remaining sentences. The kept
   sentences of one passage, in their original order, form one paragraph.
-- **table**: the first retrieved table passage from the node's sources (else the first table passage),
-  copied verbatim with its units/caption line. A table leaf over several sources (a survey's comparison
-  table) becomes a grid with one row per source document: its title (from the structure), the best
-  "approach" and the best "result" sentence of that document's passages (a sentence not yet placed in
-  the report first; then 3 points per strong cue such as "we present"/"we find", 1 per weak cue such as
-  "method"/"improves"/"20%", plus a quarter of the query-term score; ties go to the earlier passage),
-  copied verbatim ('|' escaped). A value the passages do not give is an empty cell, and a column empty
-  in every row is left out (no "not found" text). Without a table passage the text rule applies.
-- **figure**: the first figure passage (the `![...](...)` line and its caption), verbatim.
+- **table**: the first retrieved table passage from the node's sources (else the first table passage)
+  not yet placed in the report, copied verbatim with its units/caption line. A table leaf over several
+  sources (a survey's comparison table) becomes a grid with one row per source document: its title (from
+  the structure), the best "approach" and the best "result" sentence of that document's passages (a
+  sentence not yet placed in the report first; then 3 points per strong cue such as "we present"/"we
+  find", 1 per weak cue such as "method"/"improves"/"20%", plus a quarter of the query-term score; ties
+  go to the earlier passage), copied verbatim ('|' escaped). No cell is empty: a row whose passages do
+  not give a value is left out, and of the columns (approach, result) those that keep the most filled
+  cells are shown (both unless one alone keeps more; no "not found" text). Without a table
+  passage, or with no complete row, the text rule applies.
+- **figure**: the first figure passage not yet placed (the `![...](...)` line and its caption), verbatim
+  (none left: the text rule); for a paper, a link to an anchor of the paper (`S5.F3`, not a file) is
+  dropped when the caption follows it, else its alt text is the caption (cleaned).
 - **list**: items of list passages, then relevant sentences, as `- ` items (at most 8, same budget).
 
 **Papers** (a kind whose layout is "papers": arXiv): a sentence must make sense outside its paper. Inline
@@ -29,15 +33,20 @@ footnotes are cut out of paragraphs, and every sentence goes through
 `tasks.synthesize.offline.clean.clean_sentence` (citation keys and reference parentheticals removed; a
 sentence with a bare key, a cross-reference such as "in Section 4" / "Table 2 shows" / "as shown
 above", a trailing ':' or a licence line is not used); captions and intro/footnote paragraphs of
-table and figure passages keep their label and their clean sentences (`clean_caption`). And no sentence
-is placed twice in one report: `fill` takes `used`, the keys of the sentences earlier placeholders
-hold (filled in outline order by `tasks.synthesize.fill.fill_report`); a sentence sharing a key with it
-is skipped, and the ones placed are added. A key is the whitespace-collapsed sentence and each piece
-of it between sentence-ending marks with 5 words or more. Filings are filled exactly as before
-(repeats only checked within one leaf, no cleaning).
+table and figure passages keep their label and their clean sentences (`clean_caption`). Filings are
+not cleaned.
+
+No sentence, table or figure is placed twice in one report (filings and papers): `fill` takes `used`,
+the keys of what earlier placeholders hold (filled in outline order by
+`tasks.synthesize.fill.fill_report`); a sentence or block sharing a key with it is skipped, and the
+ones placed are added. A sentence's keys are its whitespace-collapsed text and each piece of it between
+sentence-ending marks with 5 words or more; a table's or figure's key is its whole text. The report
+pass after it (`tasks.synthesize.tidy`) removes what is still repeated and puts a filing's text in the
+third person.
 
 The output never contains a Markdown heading line (a line starting with '#' becomes bold text) nor the
-string '<!-- FILL'. With no usable passage the content is the fixed sentence `NO_EVIDENCE`.
+string '<!-- FILL'. With no usable passage the content is the fixed sentence `NO_EVIDENCE` (4 words:
+never a repeat).
 """
 
 from __future__ import annotations
@@ -51,9 +60,10 @@ from tasks.markdown.text import split_sentences, terms
 from tasks.sources import source_kind
 from tasks.synthesize.offline.clean import clean_caption, clean_sentence, strip_footnotes
 from tasks.synthesize.retrieve import node_query, node_sources
+from tasks.synthesize.tidy import EMPTY, image_link, is_file_target
 from tasks.tokens import count_tokens
 
-NO_EVIDENCE = "No information on this topic is available in the grounding documents for this period."
+NO_EVIDENCE = EMPTY  # 4 words: two sections without evidence never make a repeat
 TEXT_BUDGET = 220
 EXTRA_PER_SOURCE = 80
 MAX_BUDGET = 600
@@ -63,6 +73,7 @@ MIN_RELATIVE_SCORE = 0.3
 MIN_RELATIVE_PASSAGE = 0.6
 _SKIP = Passage("", "", "heading", 0.0, 0)
 
+_FIGURE_LABEL = re.compile(r"^(?:Figure|FIGURE|Fig\.)\s*[A-Z]?\d+[a-z]?")
 _ITEM = re.compile(r"^\s{0,3}(?:[-*+]|\d{1,3}[.)])\s+")
 _BOILERPLATE = re.compile(r"forward-looking statements?|incorporated (?:herein )?by reference", re.IGNORECASE)
 # (strong cue, weak cue) pairs: a strong cue scores 3, a weak one 1
@@ -176,7 +187,7 @@ def _select(
                 cands.append((i, j, u, count_tokens(u), p.doc_id))
     top = max((_score(c[2], query) for c in cands), default=0.0)
     cands = [c for c in cands if _score(c[2], query) >= MIN_RELATIVE_SCORE * top]
-    keys = _keys if paper else (lambda u: {u})  # filings: exact repeats within the leaf only
+    keys = _keys
     seen: set[str] = set(used or ())
     chosen: set[tuple[int, int]] = set()
     left = budget
@@ -225,12 +236,25 @@ def _list(
     return "\n".join(f"- {u}" for _, units in sel for u in units)
 
 
+def _block_key(p: Passage) -> str:
+    return "block:" + " ".join(p.text.split())
+
+
 def _prefer_sources(
-    node: StructureNode, structure: ReportStructure | None, passages: list[Passage], kind: str
+    node: StructureNode,
+    structure: ReportStructure | None,
+    passages: list[Passage],
+    kind: str,
+    used: set[str] | None = None,
 ) -> Passage | None:
+    """The first `kind` passage from the node's sources (else the first of any source) not yet placed in
+    the report (`used`); the one chosen is added to `used`."""
     srcs = set(node_sources(node, structure))
-    of_kind = [p for p in passages if p.kind == kind]
-    return next((p for p in of_kind if p.doc_id in srcs), of_kind[0] if of_kind else None)
+    of_kind = [p for p in passages if p.kind == kind and (used is None or _block_key(p) not in used)]
+    chosen = next((p for p in of_kind if p.doc_id in srcs), of_kind[0] if of_kind else None)
+    if chosen is not None and used is not None:
+        used.add(_block_key(chosen))
+    return chosen
 
 
 def _cell(text: str) -> str:
@@ -281,10 +305,10 @@ def _comparison(
         if not approach and not result:
             continue
         rows.append((titles.get(doc, doc), approach, result))
+    cols = _complete_columns(rows)
+    rows = [r for r in rows if all(r[c] for c in cols)]
     if not rows:
         return ""
-    # a value the passages do not give stays an empty cell; a column empty in every row is left out
-    cols = [c for c in (1, 2) if any(r[c] for r in rows)]
     header = ["Paper"] + [("Approach", "Key result")[c - 1] for c in cols]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
@@ -296,13 +320,32 @@ def _comparison(
     return "\n".join(lines)
 
 
+def _complete_columns(rows: list[tuple[str, str, str]]) -> tuple[int, ...]:
+    """The value columns (1 approach, 2 result) that leave the most complete rows (a row missing a value
+    is dropped, never shown with an empty cell): both when that keeps as many cells as one alone."""
+
+    def cells(cols: tuple[int, ...]) -> int:
+        return len(cols) * sum(1 for r in rows if all(r[c] for c in cols))
+
+    return max(((1, 2), (1,), (2,)), key=cells)
+
+
 def _clean_block(text: str) -> str:
     """A table or figure passage of a paper with its caption/intro/footnote paragraphs cleaned
-    (`clean_caption`): the table rows and the `![...](...)` line are kept as they are."""
+    (`clean_caption`): the table rows are kept as they are, and so is a `![...](...)` line pointing at a
+    file; one pointing at an anchor of the paper (`S5.F3`) is dropped when a caption paragraph gives its
+    label ("Figure 3"), else its alt text becomes the (cleaned) caption."""
+    paras = [p for p in re.split(r"\n\s*\n", text) if p.strip()]
+    labels = {m.group(0) for p in paras if (m := _FIGURE_LABEL.match(p.strip()))}
     out = []
-    for para in re.split(r"\n\s*\n", text):
+    for para in paras:
         s = para.strip()
-        if is_table_row(s) or is_figure(s):
+        img = image_link(s)
+        if img is not None and not is_file_target(img[1]):
+            m = _FIGURE_LABEL.match(img[0])
+            if not (m and m.group(0) in labels) and (c := clean_caption(img[0])):
+                out.append(c)
+        elif is_table_row(s) or is_figure(s):
             out.append(para)
         elif c := clean_caption(s):
             out.append(c)
@@ -328,23 +371,21 @@ def fill(
     used: set[str] | None = None,
 ) -> str:
     """Extractive Markdown for one leaf (see the module docstring); `ctx` names the step and tells a
-    paper set (the kind's layout) from a filing; `used` collects the sentences already placed in
-    the report (papers only: none of them is placed again)."""
+    paper set (the kind's layout) from a filing; `used` collects the sentences and blocks already
+    placed in the report (none of them is placed again)."""
     paper = ctx is not None and source_kind(ctx.source_kind).layout == "papers"
-    used = used if paper else None
     out = ""
     if node.type == "table":
+        p = None if len(node.sources) >= 2 else _prefer_sources(node, structure, passages, "table", used)
         if len(node.sources) >= 2:
             out = _comparison(node, structure, passages, used, paper)
-        else:
-            p = _prefer_sources(node, structure, passages, "table")
-            if p is not None:
-                out = _clean_block(p.text) if paper else p.text
-            else:
-                out = _text(node, structure, passages, used, paper)
+        elif p is not None:
+            out = _clean_block(p.text) if paper else p.text
+        out = out or _text(node, structure, passages, used, paper)
     elif node.type == "figure":
-        p = _prefer_sources(node, structure, passages, "figure")
+        p = _prefer_sources(node, structure, passages, "figure", used)
         out = (_clean_block(p.text) if paper else p.text) if p is not None else ""
+        out = out or _text(node, structure, passages, used, paper)  # every figure placed already
     elif node.type == "list":
         out = _list(node, structure, passages, used, paper)
     else:
