@@ -28,7 +28,16 @@ from schemas.evolve import EvolveSettings, Skill, Splits
 from schemas.scoring import ScoreSettings
 from tasks.atomic import atomic_write_bytes, atomic_write_text
 from tasks.errors import FrameInputError
-from tasks.evolve.decide import Decision, ScoredSplit, decide, item_changes, objective, paired_differences
+from tasks.evolve.decide import (
+    Decision,
+    ScoredSplit,
+    decide,
+    item_changes,
+    layer_means,
+    objective,
+    paired_differences,
+    what_is_worse,
+)
 from tasks.evolve.failures import recurrent_failures
 from tasks.evolve.locked import locked_entry, record_locked, refuse_repeat
 from tasks.evolve.optimize import critique, llm_critique, llm_propose, propose
@@ -128,6 +137,42 @@ def _candidate(job: EvolveJob, current: Skill, failures: list, rejected: list) -
     return cand, notes + more
 
 
+def _means(base: ScoredSplit, run: ScoredSplit) -> dict[str, float]:
+    """The rubric total and layer means of `run` (over the reports scored in `base` too), for the record."""
+    layers = {k: round(m["after"], 6) for k, m in layer_means(base, run).items()}
+    return {"rubric": round(objective(run), 6), **layers}
+
+
+def _ablate(
+    job: EvolveJob, current: Skill, candidate: Skill, before: ScoredSplit, after: ScoredSplit
+) -> tuple[Skill, ScoredSplit, list[dict]]:
+    """An accepted candidate of k > 1 rules without each of its rules in turn, re-validated: a rule whose
+    removal leaves nothing worse (tasks.evolve.decide.what_is_worse) is dropped, so a rule that changes
+    nothing is not frozen into K*. Variants are scored like any skill (cached tasks and generations), so
+    only a variant never scored before costs anything; one equal to K_t reuses K_t's scores."""
+    kept, best, record = candidate, after, []
+    if len(candidate.rules) < 2:
+        return kept, best, record
+    for rule in candidate.rules:
+        rest = list(kept.rules)
+        rest.remove(rule)
+        variant = Skill(rules=rest)
+        scored = before if variant.sha256 == current.sha256 else job.scored(variant, "validation")
+        worse = what_is_worse(best, scored)
+        record.append(
+            {
+                "rule": rule.model_dump(),
+                "with": _means(scored, best),
+                "without": _means(best, scored),
+                "worse_without": worse,
+                "kept": bool(worse),
+            }
+        )
+        if not worse:
+            kept, best = variant, scored
+    return kept, best, record
+
+
 @flow(name="evolve-round", flow_run_name=_run_name("evolve"), log_prints=True)
 def evolve_round(job: EvolveJob, k: int, current: Skill, rejected: list) -> dict:
     """Round k: failures on discovery -> candidate -> K_t and candidate scored on validation -> decision."""
@@ -139,13 +184,24 @@ def evolve_round(job: EvolveJob, k: int, current: Skill, rejected: list) -> dict
     )
     candidate, notes = _candidate(job, current, failures, rejected)
     before = job.scored(current, "validation")
+    accepted, ablation = candidate, []
     if candidate.sha256 == current.sha256:
         decision = Decision(False, ["the optimizer proposed no change"])
-        after = before
+        after = kept = before
     else:
         after = job.scored(candidate, "validation")
         targets = {f.item for f in failures}
-        decision = decide(before, after, targets, min_gain=s.min_gain, max_metric_drop=s.max_metric_drop)
+        decision = decide(
+            before,
+            after,
+            targets,
+            min_gain=s.min_gain,
+            item_tolerance=s.item_tolerance,
+            max_metric_drop=s.max_metric_drop,
+        )
+        kept = after
+        if decision.accepted:
+            accepted, kept, ablation = _ablate(job, current, candidate, before, after)
     log.info("round %d: %s (%s)", k, "accepted" if decision.accepted else "rejected", decision.reasons[0])
     return {
         "round": k,
@@ -154,8 +210,14 @@ def evolve_round(job: EvolveJob, k: int, current: Skill, rejected: list) -> dict
         "candidate_rules": [r.model_dump() for r in candidate.rules],
         "critique": notes,
         "failures": [f.brief() for f in failures],
-        "validation": {"current": objective(before), "candidate": objective(after)},
+        "validation": {
+            "current": objective(before),
+            "candidate": objective(after),
+            "accepted": objective(kept),
+        },
         "decision": decision.as_dict(),
+        "ablation": ablation,  # each rule of an accepted candidate, dropped when it changed nothing
+        "accepted_rules": [r.model_dump() for r in accepted.rules],  # what becomes K_{t+1} when accepted
     }
 
 
@@ -237,14 +299,19 @@ def evolve_flow(job: EvolveJob, skill0: Skill, rounds: int, patience: int) -> di
             _write_round(folder, record)
         else:
             log.info("round %d: recorded in %s (skipped)", k, folder.name)
-        history.append({"round": k, **record["decision"], "validation": record["validation"]})
+        decision = {n: v for n, v in record["decision"].items() if n != "items"}  # items: decision.json
+        history.append({"round": k, **decision, "validation": record["validation"]})
         candidate = Skill.model_validate({"rules": record["candidate_rules"]})
         if best_value is None:
             best_value = record["validation"]["current"]
         if record["decision"]["accepted"]:
-            current, stale = candidate, 0
-            if record["validation"]["candidate"] > best_value:
-                best, best_value = candidate, record["validation"]["candidate"]
+            rules = record.get("accepted_rules", record["candidate_rules"])
+            current, stale = Skill.model_validate({"rules": rules}), 0
+            # rules the ablation dropped changed nothing: not proposed again
+            rejected += [r for r in candidate.rules if r not in current.rules]
+            value = record["validation"].get("accepted", record["validation"]["candidate"])
+            if value > best_value:
+                best, best_value = current, value
         else:
             rejected += [r for r in candidate.rules if r not in current.rules]
             stale += 1

@@ -155,16 +155,20 @@ def test_decision_accepts_a_fix_and_rejects_a_g0_regression_or_a_metric_drop():
     after = ScoredSplit(
         scores({("a", "i1", "rubric"): 80.0, ("a", "i1", "coverage"): 0.5}), rubric_evidence(fixed)
     )
-    ok = decide(before, after, {"g0_not_truncated"}, min_gain=0.0, max_metric_drop=0.02)
+    ok = decide(before, after, {"g0_not_truncated"}, min_gain=0.0, item_tolerance=0.05, max_metric_drop=0.02)
     assert ok.accepted and ok.target_gain == 1.0 and ok.g0_regressions == 0
     broke = [("a", "i1", "g0_not_truncated", 1.0), ("a", "i1", "g0_nonempty", 0.0), base[2]]
     bad = ScoredSplit(after.scores, rubric_evidence(broke))
-    no = decide(before, bad, {"g0_not_truncated"}, min_gain=0.0, max_metric_drop=0.02)
+    no = decide(before, bad, {"g0_not_truncated"}, min_gain=0.0, item_tolerance=0.05, max_metric_drop=0.02)
     assert not no.accepted and no.g0_regressions == 1
     dropped = ScoredSplit(scores({("a", "i1", "rubric"): 80.0, ("a", "i1", "coverage"): 0.4}), after.evidence)
-    no = decide(before, dropped, {"g0_not_truncated"}, min_gain=0.0, max_metric_drop=0.02)
+    no = decide(
+        before, dropped, {"g0_not_truncated"}, min_gain=0.0, item_tolerance=0.05, max_metric_drop=0.02
+    )
     assert not no.accepted and any("coverage dropped by 0.100" in r for r in no.reasons)
-    assert not decide(before, before, {"g0_not_truncated"}, min_gain=0.0, max_metric_drop=0.02).accepted
+    assert not decide(
+        before, before, {"g0_not_truncated"}, min_gain=0.0, item_tolerance=0.05, max_metric_drop=0.02
+    ).accepted
     paired = paired_differences(before, after, n_resamples=200)
     row = paired[paired.metric == "rubric"].iloc[0]
     assert (row["diff"], row.n, row.layer) == (80.0, 1, "rubric total")

@@ -3,10 +3,12 @@
 Optimizer: (current skill K_t, recurrent failures, rules rejected before) -> candidate K_{t+1}. The
 offline optimizer adds the template rule (tasks.evolve.skill.TEMPLATES) of each failure it has one for,
 most failed first, skipping rejected ones. The LLM optimizer is shown item semantics, aggregate outcomes
-and anonymised evidence only (Failure.brief). Critic: removes rules naming instance facts (figures, domain
-names), rules that copy rubric wording, near-duplicates and conflicting rules (two rules for one tag),
-then enforces the word budget (newest rules go first). The offline critic always runs, also after an LLM
-critic, so its guarantees hold whatever the model replies."""
+and anonymised evidence only (Failure.brief). Critic: removes rules that would make a report state an
+analyst's identity or qualifications, a rating or a target price the sources do not support (paper 003
+section 5), rules naming instance facts (figures, domain names), rules that copy rubric wording,
+near-duplicates and conflicting rules (two rules for one tag), then enforces the word budget (newest rules
+go first). The offline critic always runs, also after an LLM critic, so its guarantees hold whatever the
+model replies."""
 
 from __future__ import annotations
 
@@ -23,7 +25,15 @@ from schemas.rubric import load_rubric
 from tasks.evolve.failures import Failure
 from tasks.evolve.skill import TEMPLATE_FOR_ITEM, TEMPLATES
 
-__all__ = ["CriticReply", "SkillReply", "critique", "llm_critique", "llm_propose", "propose"]
+__all__ = [
+    "CriticReply",
+    "SkillReply",
+    "critique",
+    "llm_critique",
+    "llm_propose",
+    "propose",
+    "unsupported_claim",
+]
 
 OPTIMIZER_ROLE = "evolve_optimizer"
 CRITIC_ROLE = "evolve_critic"
@@ -79,6 +89,41 @@ def _copies_rubric(rule: Rule, phrases: set[tuple[str, ...]], n: int = 6) -> boo
     return any(tuple(words[i : i + n]) in phrases for i in range(len(words) - n + 1))
 
 
+# Paper 003 section 5: the critic "rejects rules that require unsupported analyst identities,
+# qualifications, ratings, or target prices". What such a rule asks for, by kind:
+_CLAIMS = {
+    "an analyst's identity or qualifications": re.compile(
+        r"\banalysts?(?:'s|s')?\b[^.;]*?\b(?:name|identit|credential|qualification|licen[cs]e|certif|registration)"
+        r"|\b(?:name|identify|sign)\w*\b[^.;]*?\banalysts?\b|\bCFA\b|\bqualifications?\b",
+        re.I,
+    ),
+    "a rating": re.compile(
+        r"\b(?:buy|hold|sell|neutral|accumulate|reduce)\s+(?:ratings?|recommendations?|calls?)\b"
+        r"|\b(?:strong[- ]buy|overweight|underweight|equal[- ]weight|outperform|underperform)\b"
+        r"|\bmarket[- ]perform\b"
+        r"|\bratings?\b",
+        re.I,
+    ),
+    "a target price": re.compile(
+        r"\b(?:target|objective)\s+prices?\b|\bprice\s+(?:targets?|objectives?)\b", re.I
+    ),
+}
+# ... unless the rule forbids it (in what it says to do) or ties it to what the sources state
+_FORBIDS = re.compile(r"\b(?:never|not|don't|avoid|omit|leave out|remove|delete|drop|refrain)\b", re.I)
+_FROM_SOURCES = re.compile(
+    r"\b(?:sources?|documents?|filings?|evidence)\b[^.;]*\b(?:state|give|name|hold|contain)", re.I
+)
+
+
+def unsupported_claim(rule: Rule) -> str | None:
+    """What unsupported claim `rule` would make a report state (see _CLAIMS), or None."""
+    text = f"{rule.when} {rule.do} {rule.check}"
+    kinds = [kind for kind, pattern in _CLAIMS.items() if pattern.search(text)]
+    if not kinds or _FORBIDS.search(rule.do) or _FROM_SOURCES.search(text):
+        return None
+    return ", ".join(kinds)
+
+
 def _names_instance(rule: Rule, names: set[str]) -> bool:
     text = f"{rule.when} {rule.do} {rule.check}"
     if re.search(r"\d", text):
@@ -93,7 +138,10 @@ def critique(candidate: Skill, current: Skill, names: set[str], budget_words: in
     notes: list[str] = []
     for rule in candidate.rules:
         why = None
-        if _names_instance(rule, names):
+        claim = unsupported_claim(rule)
+        if claim:
+            why = f"asks for {claim} the sources do not support"
+        elif _names_instance(rule, names):
             why = "names an instance fact (a figure or a domain name)"
         elif _copies_rubric(rule, phrases):
             why = "copies rubric wording"
