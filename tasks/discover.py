@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import requests
@@ -30,7 +30,6 @@ from schemas.release import SEMVER, semver_key
 from tasks.errors import ConfigError, FrameInputError
 from tasks.fetch.edgar import SUBMISSIONS_URL, USER_AGENT_PROBLEM
 from tasks.fetch.mirror import company_filings, edgar_manifest, read_arxiv_manifest, select_papers
-from tasks.sources.pairing import filings_skipped, month_day, year_end
 
 # Live EDGAR retries (module level so tests can shorten the wait).
 HTTP_ATTEMPTS = 4
@@ -55,8 +54,15 @@ class _Transient(Exception):
 
 
 def discover_edgar(
-    cfg: FrameConfig, domain: EdgarDomain, known: list[str], *, session: requests.Session | None
+    cfg: FrameConfig,
+    domain: EdgarDomain,
+    known: list[str],
+    *,
+    session: requests.Session | None,
+    periods_skipped: Callable[[EdgarDomain, str, str], int],
 ) -> EdgarDomain:
+    """The domain with the released (`known`) periods and, when it asks for discovery, the next editions
+    the source lists; `periods_skipped` is the kind's count of the periods between two of its snapshots."""
     periods = set(domain.periods)
     for snap in known:
         try:
@@ -73,22 +79,27 @@ def discover_edgar(
             found, where, year_end = live_edgar_listing(cfg, domain, session=session)
         if domain.fiscal_year_end is None and year_end:
             update["fiscal_year_end"] = year_end  # the filer's own: pairs its 10-Qs across the year end
-        periods.update(next_editions(domain.model_copy(update=update), sorted(periods), found, where))
+        grown = domain.model_copy(update=update)
+        periods.update(next_editions(grown, sorted(periods), found, where, periods_skipped))
     return EdgarDomain.model_validate({**domain.model_dump(), **update, "periods": sorted(periods)})
 
 
 def next_editions(
-    domain: EdgarDomain, have: list[dt.date], found: list[dt.date], where: str
+    domain: EdgarDomain,
+    have: list[dt.date],
+    found: list[dt.date],
+    where: str,
+    periods_skipped: Callable[[EdgarDomain, str, str], int],
 ) -> list[dt.date]:
-    """The editions of `found` after the last of `have`, each the next edition of the one before it
-    (tasks.sources.pairing): discovery never skips a period. FrameInputError naming the listing `where`
-    when the source lists a later edition but not the next one (a gap: the pair would skip periods)."""
+    """The editions of `found` after the last of `have`, each the next edition of the one before it:
+    discovery never skips a period. FrameInputError naming the listing `where` when the source lists a
+    later edition but not the next one (a gap: the pair would skip periods)."""
     newer = sorted(p for p in set(found) if p > have[-1])
     # every period known and listed: what the fiscal year end is inferred from when it is not given
-    fiscal = year_end(domain.fiscal_year_end, domain.form, sorted({*have, *found}))
+    listed = domain.model_copy(update={"periods": sorted({*have, *found})})
     chain, last = [], have[-1]
     for p in newer:
-        skipped = filings_skipped(domain.form, last, p, fiscal)
+        skipped = periods_skipped(listed, last.isoformat(), p.isoformat())
         if skipped:
             raise FrameInputError(
                 where,
@@ -156,8 +167,12 @@ def live_edgar_periods(
 
 def _month_day_text(value: object) -> str | None:
     """EDGAR's fiscalYearEnd ("0926") as MM-DD; None when absent or not a month-day."""
-    md = month_day(value) if isinstance(value, str) else None
-    return f"{md[0]:02d}-{md[1]:02d}" if md else None
+    if not isinstance(value, str) or not re.fullmatch(r"\d{4}", value):
+        return None
+    try:
+        return dt.date(2000, int(value[:2]), int(value[2:])).strftime("%m-%d")  # 2000: 02-29 is valid
+    except ValueError:
+        return None
 
 
 def get_json(url: str, *, headers: dict[str, str], session: requests.Session | None = None) -> dict:

@@ -186,7 +186,7 @@ def _pairing_text(instances: Sequence[Mapping[str, Any]]) -> list[str]:
     marked = [(iid, n) for iid, n in marked if n > 0]
     if not marked:
         return [PAIRING_RULE, "", "Every instance of this release pairs consecutive editions."]
-    head = f"{_plural(len(marked), 'instance')} of {len(instances)} skip periods:"
+    head = f"Instances that skip periods ({len(marked)} of {len(instances)}):"
     rows = [f"| `{_cell(iid)}` | {n} |" for iid, n in marked]
     return [PAIRING_RULE, "", head, "", "| Instance | Periods skipped |", "|---|---:|", *rows]
 

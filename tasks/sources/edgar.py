@@ -43,7 +43,7 @@ class EdgarKind(SourceKind):
     ) -> EdgarDomain:
         from tasks.discover import discover_edgar
 
-        return discover_edgar(cfg, domain, known, session=session)
+        return discover_edgar(cfg, domain, known, session=session, periods_skipped=self.periods_skipped)
 
     def periods_skipped(self, domain: EdgarDomain, t: str, t_next: str) -> int:  # type: ignore[override]
         end, next_end = domain.snapshot_date(t), domain.snapshot_date(t_next)
