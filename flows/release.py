@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pyarrow.parquet as pq
 from flows.build import config_digest, report_row
 from flows.ground import ROOT, code_version
 from schemas.config import FrameConfig
+from schemas.domains import DomainBase
 from schemas.release import SNAPSHOT_DATES
 from schemas.release_rows import fact_columns, metadata_columns, structure_columns
 from tasks.errors import ConfigError, FrameInputError
@@ -25,6 +27,7 @@ from tasks.manifest import check_folder, describe, manifest_digest, read_manifes
 from tasks.release.card import render_card
 from tasks.release.verify import INPUTS_FILE, inputs_json
 from tasks.release.write import write_release
+from tasks.sources import periods_skipped
 from tasks.synthesize.outcome import DomainOutcome
 
 
@@ -60,10 +63,11 @@ def checked_inputs(data_dir: Path, domain: str, snapshot: str) -> dict[str, str]
 
 
 def release_tables(
-    results: list[DomainOutcome], data_dir: Path
+    results: list[DomainOutcome], data_dir: Path, domains: Mapping[str, DomainBase]
 ) -> tuple[dict[str, list[dict]], list[dict], dict[str, str]]:
     """The release's tables (rows of the current schemas.release schemas; the writer fills the snapshot
-    date columns), its source files and the manifest digest of every input folder."""
+    date columns), its source files and the manifest digest of every input folder. `domains` (the
+    built config's, by name) say how many source periods each instance's pair skips."""
     tables: dict[str, list[dict]] = {
         k: [] for k in ("instances", "grounding_documents", "reports", "structures", "facts")
     }
@@ -119,8 +123,14 @@ def release_tables(
             for raw in snap.ground.raw:
                 # portable: a URL, or the path relative to the mirror folder (never a machine path)
                 sources[raw.location] = raw.sha256
+        domain = domains[dom.domain]
         tables["instances"] += make_instances(
-            dom.category, dom.domain, dom.snapshot_names, reports, grounding
+            dom.category,
+            dom.domain,
+            dom.snapshot_names,
+            reports,
+            grounding,
+            lambda t, t_next, d=domain: periods_skipped(d, t, t_next),
         )
     _date_columns(
         tables, {(d.domain, s.snapshot): s.ground.date for d in results if d.ok for s in d.snapshots}
@@ -153,7 +163,9 @@ def publish(
     equal the previous version's, unless `allow_identical`; FrameInputError naming the first gold report
     that fails frame's own gates (tasks/score/gold_check.py) before anything is written, unless
     `allow_failed_gold` (the card's known limits then list the failures)."""
-    tables, sources, inputs = release_tables(results, Path(cfg.build.data_dir))
+    tables, sources, inputs = release_tables(
+        results, Path(cfg.build.data_dir), {d.name: d for d in cfg.domains}
+    )
     gold_limits = _gold_gate(tables["reports"], allow_failed_gold)
     reports = {r["report_id"]: r for r in tables["reports"]}
     gsets: dict[str, list[dict]] = {}
@@ -172,7 +184,7 @@ def publish(
         "backends": [{"backend": b, "model": m} for b, m in backends],
         "sources": sources,
     }
-    notes = {"limits": _limits(backends) + gold_limits}
+    notes = {"limits": _limits(backends, tables["instances"]) + gold_limits}
     instances = tables["instances"]
 
     def card(m, staged: Path) -> str:
@@ -220,7 +232,8 @@ def _gold_gate(reports: list[dict], allow: bool) -> list[str]:
     ]
 
 
-def _limits(backends: list[tuple[str, str]]) -> list[str]:
+def _limits(backends: list[tuple[str, str]], instances: list[dict]) -> list[str]:
+    skipped, total = sum(1 for r in instances if r["periods_skipped"] > 0), len(instances)
     limits = []
     if any(b == "offline" for b, _ in backends):
         limits.append(
@@ -228,7 +241,12 @@ def _limits(backends: list[tuple[str, str]]) -> list[str]:
             "retrieved grounding passages, not LLM-written reports. Build with an LLM endpoint "
             '([llm] backend = "openai") for benchmark-grade gold reports.'
         )
-    limits.append("Snapshots are ordered in time but not always consecutive periods or windows.")
+    if skipped:
+        limits.append(
+            f"{skipped} of {total} instances pair snapshots with periods missing between them (the corpus "
+            "has no edition there): they are marked with `periods_skipped` > 0 and left out of the "
+            "leaderboard's headline scopes."
+        )
     return limits
 
 

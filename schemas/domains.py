@@ -128,6 +128,11 @@ class EdgarDomain(DomainBase):
         default=False,
         description="`frame refresh` appends newer periods of this form found at the source",
     )
+    fiscal_year_end: str | None = Field(
+        default=None,
+        description="the company's fiscal year end, MM-DD: pairs 10-Qs across it (a Q4 has no 10-Q); "
+        "default: the quarter none of the domain's 10-Qs falls in",
+    )
 
     CATEGORIES: ClassVar[dict[str, str]] = {
         "financial_quarterly": "Financial, quarterly (10-Q)",
@@ -151,6 +156,17 @@ class EdgarDomain(DomainBase):
         if not re.fullmatch(r"[0-9]{1,10}", v):
             raise ValueError(f"cik must be up to 10 digits (got {v!r})")
         return v.zfill(10)
+
+    @field_validator("fiscal_year_end")
+    @classmethod
+    def _fiscal_year_end(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        m = re.fullmatch(r"(?:--)?(\d{2})-(\d{2})", v)
+        try:
+            return dt.date(2000, int(m.group(1)), int(m.group(2))).strftime("%m-%d")  # type: ignore[union-attr]
+        except (AttributeError, ValueError):
+            raise ValueError(f"fiscal_year_end must be a month-day MM-DD (got {v[:40]!r})") from None
 
     @model_validator(mode="after")
     def _checks(self) -> EdgarDomain:

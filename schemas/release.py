@@ -9,10 +9,12 @@ Identifiers:
 - report_id and grounding_set_id are "<domain>/<snapshot>";
 - instance_id is "<category>/<domain>/<t_sample>-><t_target>" (SPEC §1), an instance being
   (S, G, Y) = (R_t, D_t+1, R_t+1): its sample report is the snapshot t_sample, its grounding set and
-  target report are the snapshot t_target.
+  target report are the snapshot t_target, the next snapshot the domain lists; `periods_skipped` says how
+  many periods of the source lie between the two (0: consecutive).
 
 Schema versions: 1 (no `schema_version` in manifest.json) held nested values as JSON text and dates as
-text; 2 uses Arrow structs, lists and date32. Old releases stay readable (`TABLE_SCHEMAS_V1`).
+text; 2 uses Arrow structs, lists and date32; 3 adds instances.periods_skipped. Old releases stay
+readable (`TABLE_SCHEMAS_V1`, `TABLE_SCHEMAS_V2`).
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ def release_id_problems(name: str, version: str) -> list[tuple[str, str]]:
 # Nested values are Arrow structs and lists, dates are date32; JSON text is kept only where the shape
 # is open (document metadata keys no column names). Version 1 (below) held them as JSON strings.
 
-RELEASE_SCHEMA_VERSION = 2
+RELEASE_SCHEMA_VERSION = 3
 """Bumped whenever a table's columns change; manifest.json records it (absent: version 1)."""
 
 STRUCTURE_NODE = pa.struct(
@@ -141,6 +143,9 @@ INSTANCES_SCHEMA = pa.schema(
         pa.field("t_target", pa.string(), nullable=False),  # snapshot of G and Y
         pa.field("t_sample_date", pa.date32()),  # t_sample as a date when it is one (filings), else null
         pa.field("t_target_date", pa.date32()),
+        # source periods between t_sample and t_target (0: consecutive editions; null: not recorded,
+        # a release of schema < 3). The leaderboard's headline scopes leave out instances with > 0.
+        pa.field("periods_skipped", pa.int32()),
         pa.field("sample_report_id", pa.string(), nullable=False),  # -> reports.report_id
         pa.field("target_report_id", pa.string(), nullable=False),  # -> reports.report_id
         pa.field("grounding_set_id", pa.string(), nullable=False),  # -> grounding_documents
@@ -294,7 +299,9 @@ def snapshot_date(snapshot: str | None) -> date | None:
 
 
 TABLE_SCHEMAS_V1: dict[str, pa.Schema] = {
-    "instances": pa.schema([f for f in INSTANCES_SCHEMA if f.name not in ("t_sample_date", "t_target_date")]),
+    "instances": pa.schema(
+        [f for f in INSTANCES_SCHEMA if f.name not in ("t_sample_date", "t_target_date", "periods_skipped")]
+    ),
     "grounding_documents": pa.schema(
         [
             f
@@ -347,8 +354,15 @@ TABLE_SCHEMAS_V1: dict[str, pa.Schema] = {
     "stats": STATS_SCHEMA,
 }
 
+# Schema version 2: the current tables but instances without periods_skipped.
+TABLE_SCHEMAS_V2: dict[str, pa.Schema] = {
+    **TABLE_SCHEMAS,
+    "instances": pa.schema([f for f in INSTANCES_SCHEMA if f.name != "periods_skipped"]),
+}
+
 SCHEMAS_BY_VERSION: dict[int, dict[str, pa.Schema]] = {
     1: TABLE_SCHEMAS_V1,
+    2: TABLE_SCHEMAS_V2,
     RELEASE_SCHEMA_VERSION: TABLE_SCHEMAS,
 }
 

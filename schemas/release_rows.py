@@ -216,8 +216,10 @@ def upgrade_row(table: str, row: Mapping[str, Any], version: int) -> dict[str, A
     """A row of `table` in schema `version` as a row of the current schema."""
     if version == RELEASE_SCHEMA_VERSION:
         return dict(row)
-    if version != 1:
+    if version not in (1, 2):
         raise ValueError(f"no upgrade from release schema version {version}")
+    if version == 2:  # only instances changed: periods_skipped was not recorded
+        return {**row, "periods_skipped": None} if table == "instances" else dict(row)
     out = with_snapshot_dates(table, row)
     if table == "grounding_documents":
         out.update(metadata_columns(document_metadata({"metadata_json": out.pop("metadata_json", None)})))

@@ -153,6 +153,9 @@ SCORES_SCHEMA = pa.schema(
         pa.field("population", pa.int64()),  # units / claims before sampling (0 for structure)
         pa.field("sampled", pa.int64()),  # items graded
         pa.field("detail_json", pa.string()),
+        # the instance's source periods between S and G (instances.periods_skipped): > 0 is scored
+        # apart from the leaderboard's headline scopes; null when the release does not record it
+        pa.field("periods_skipped", pa.int32()),
     ]
 )
 EVIDENCE_SCHEMA = pa.schema(

@@ -2,7 +2,9 @@
 
 - EDGAR domains with `discover = true`: newer period-end dates of the domain's form, from the mirror's
   `edgar/MANIFEST.csv` (mirror mode) or the company's submissions JSON on data.sec.gov (live mode,
-  `filings.recent`, exact form match: amendments such as 10-Q/A are not new periods).
+  `filings.recent`, exact form match: amendments such as 10-Q/A are not new periods), each the next
+  edition of the one before (never skipping a period: a listing with a gap is an error), the live
+  mode also taking the company's `fiscalYearEnd` when the domain gives none.
 - arXiv domains with `window_months`: consecutive windows after the last one, each starting the day
   after the previous end and lasting `window_months` calendar months, appended while they have ended
   before `today`; in mirror mode also only while the mirror holds a full window of papers.
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import requests
@@ -27,7 +29,7 @@ from schemas.config import ArxivDomain, ArxivWindow, EdgarDomain, FrameConfig
 from schemas.release import SEMVER, semver_key
 from tasks.errors import ConfigError, FrameInputError
 from tasks.fetch.edgar import SUBMISSIONS_URL, USER_AGENT_PROBLEM
-from tasks.fetch.mirror import company_filings, read_arxiv_manifest, select_papers
+from tasks.fetch.mirror import company_filings, edgar_manifest, read_arxiv_manifest, select_papers
 
 # Live EDGAR retries (module level so tests can shorten the wait).
 HTTP_ATTEMPTS = 4
@@ -52,8 +54,15 @@ class _Transient(Exception):
 
 
 def discover_edgar(
-    cfg: FrameConfig, domain: EdgarDomain, known: list[str], *, session: requests.Session | None
+    cfg: FrameConfig,
+    domain: EdgarDomain,
+    known: list[str],
+    *,
+    session: requests.Session | None,
+    periods_skipped: Callable[[EdgarDomain, str, str], int],
 ) -> EdgarDomain:
+    """The domain with the released (`known`) periods and, when it asks for discovery, the next editions
+    the source lists; `periods_skipped` is the kind's count of the periods between two of its snapshots."""
     periods = set(domain.periods)
     for snap in known:
         try:
@@ -62,14 +71,44 @@ def discover_edgar(
             raise ConfigError(
                 f"domains.{domain.name}", f"released snapshot {snap!r} is not an ISO period-end date"
             ) from None
-    last = max(periods)
+    update: dict = {}
     if domain.discover:
         if cfg.source.mode == "mirror":
-            found = mirror_edgar_periods(cfg, domain)
+            found, where, year_end = mirror_edgar_periods(cfg, domain), str(edgar_manifest(cfg)), None
         else:
-            found = live_edgar_periods(cfg, domain, session=session)
-        periods.update(p for p in found if p > last)
-    return EdgarDomain.model_validate({**domain.model_dump(), "periods": sorted(periods)})
+            found, where, year_end = live_edgar_listing(cfg, domain, session=session)
+        if domain.fiscal_year_end is None and year_end:
+            update["fiscal_year_end"] = year_end  # the filer's own: pairs its 10-Qs across the year end
+        grown = domain.model_copy(update=update)
+        periods.update(next_editions(grown, sorted(periods), found, where, periods_skipped))
+    return EdgarDomain.model_validate({**domain.model_dump(), **update, "periods": sorted(periods)})
+
+
+def next_editions(
+    domain: EdgarDomain,
+    have: list[dt.date],
+    found: list[dt.date],
+    where: str,
+    periods_skipped: Callable[[EdgarDomain, str, str], int],
+) -> list[dt.date]:
+    """The editions of `found` after the last of `have`, each the next edition of the one before it:
+    discovery never skips a period. FrameInputError naming the listing `where` when the source lists a
+    later edition but not the next one (a gap: the pair would skip periods)."""
+    newer = sorted(p for p in set(found) if p > have[-1])
+    # every period known and listed: what the fiscal year end is inferred from when it is not given
+    listed = domain.model_copy(update={"periods": sorted({*have, *found})})
+    chain, last = [], have[-1]
+    for p in newer:
+        skipped = periods_skipped(listed, last.isoformat(), p.isoformat())
+        if skipped:
+            raise FrameInputError(
+                where,
+                f"domain {domain.name}: the {domain.form} after {last} is not listed, the next one is {p} "
+                f"({skipped} period(s) later): discovery appends consecutive editions only",
+            )
+        chain.append(p)
+        last = p
+    return chain
 
 
 def mirror_edgar_periods(cfg: FrameConfig, domain: EdgarDomain) -> list[dt.date]:
@@ -92,11 +131,12 @@ def _domain_field(cfg: FrameConfig, domain: EdgarDomain | ArxivDomain, field: st
     return f"domains.{domain.name}.{field}"
 
 
-def live_edgar_periods(
+def live_edgar_listing(
     cfg: FrameConfig, domain: EdgarDomain, *, session: requests.Session | None = None
-) -> list[dt.date]:
-    """Distinct ascending reportDate values of the company's filings with form == domain.form exactly,
-    from the submissions JSON's `filings.recent` (EDGAR's most recent >= 1000 filings / 1 year)."""
+) -> tuple[list[dt.date], str, str | None]:
+    """(distinct ascending reportDate values of the company's filings with form == domain.form exactly,
+    the submissions URL, the company's fiscal year end as MM-DD or None) from the submissions JSON's
+    `filings.recent` (EDGAR's most recent >= 1000 filings / 1 year) and `fiscalYearEnd`."""
     if domain.cik is None:
         raise ConfigError(
             _domain_field(cfg, domain, "cik"),
@@ -115,7 +155,24 @@ def live_edgar_periods(
         out = {dt.date.fromisoformat(d) for f, d in zip(forms, dates, strict=True) if f == domain.form and d}
     except (KeyError, TypeError, ValueError) as exc:
         raise FrameInputError(url, f"unexpected submissions JSON ({exc.__class__.__name__}: {exc})") from None
-    return sorted(out)
+    return sorted(out), url, _month_day_text(payload.get("fiscalYearEnd"))
+
+
+def live_edgar_periods(
+    cfg: FrameConfig, domain: EdgarDomain, *, session: requests.Session | None = None
+) -> list[dt.date]:
+    """The reportDate values of `live_edgar_listing`."""
+    return live_edgar_listing(cfg, domain, session=session)[0]
+
+
+def _month_day_text(value: object) -> str | None:
+    """EDGAR's fiscalYearEnd ("0926") as MM-DD; None when absent or not a month-day."""
+    if not isinstance(value, str) or not re.fullmatch(r"\d{4}", value):
+        return None
+    try:
+        return dt.date(2000, int(value[:2]), int(value[2:])).strftime("%m-%d")  # 2000: 02-29 is valid
+    except ValueError:
+        return None
 
 
 def get_json(url: str, *, headers: dict[str, str], session: requests.Session | None = None) -> dict:

@@ -4,6 +4,7 @@ per-category statistics of paper 000 Table 1."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
 from tasks.markdown.document import heading_of
 from tasks.markdown.tables import markdown_tables
@@ -28,8 +29,11 @@ def make_instances(
     snapshots: list[str],
     reports: dict[str, dict],
     grounding: dict[str, list[str]],
+    periods_skipped: Callable[[str, str], int] = lambda t, t_next: 0,
 ) -> list[dict]:
-    """N ordered snapshots -> N-1 instances (R_t, D_t+1, R_t+1)."""
+    """N ordered snapshots -> N-1 instances (R_t, D_t+1, R_t+1), each marked with the number of source
+    periods between t and t+1 (`periods_skipped(t, t_next)`; 0: consecutive). A pair across a gap is
+    kept, marked: the leaderboard's headline scopes leave it out."""
     rows = []
     for t, t_next in zip(snapshots, snapshots[1:], strict=False):
         rows.append(
@@ -39,6 +43,7 @@ def make_instances(
                 "domain": domain,
                 "t_sample": t,
                 "t_target": t_next,
+                "periods_skipped": int(periods_skipped(t, t_next)),
                 "sample_report_id": f"{domain}/{t}",
                 "target_report_id": f"{domain}/{t_next}",
                 "grounding_set_id": f"{domain}/{t_next}",

@@ -127,15 +127,22 @@ def spans(domain: ArxivDomain) -> list[tuple[str, dt.date, dt.date]]:
 
 
 def test_edgar_mirror_discovers_newer_manifest_periods():
-    dom = edgar_domain(discover=True)
+    dom = edgar_domain(periods=("2024-12-28",), discover=True)
     out = discover_domain(cfg_for(dom), dom, [], TODAY)
-    expected = [p for p in manifest_periods("AAPL", "10-Q") if p > D("2023-07-01")]
-    assert expected  # the corpus has later AAPL 10-Qs
+    expected = [p for p in manifest_periods("AAPL", "10-Q") if p > D("2024-12-28")]
+    assert expected  # the corpus has later AAPL 10-Qs (FY2025 Q2 and Q3, consecutive)
     assert isinstance(out, EdgarDomain)
-    assert out.periods == [D("2023-07-01"), *expected]
+    assert out.periods == [D("2024-12-28"), *expected]
     assert EdgarDomain.model_validate(out.model_dump()) == out
     # Everything else is unchanged.
     assert out.model_dump(exclude={"periods"}) == dom.model_dump(exclude={"periods"})
+
+
+def test_edgar_mirror_discovery_never_skips_a_period():
+    # The corpus's next AAPL 10-Q after FY2023 Q3 (2023-07-01) is FY2025 Q1: the three between are missing.
+    dom = edgar_domain(discover=True)
+    with pytest.raises(FrameInputError, match=r"MANIFEST\.csv: domain aapl-10-q: the 10-Q after 2023-07-01 "):
+        discover_domain(cfg_for(dom), dom, [], TODAY)
 
 
 def test_edgar_known_union_and_only_strictly_newer():

@@ -142,7 +142,7 @@ def test_schema_1_is_what_old_releases_hold():
 
 
 def test_no_json_text_and_no_text_dates_in_the_current_schema():
-    assert RELEASE_SCHEMA_VERSION == 2
+    assert RELEASE_SCHEMA_VERSION == 3
     names = {(t, f.name) for t, s in TABLE_SCHEMAS.items() for f in s}
     # the one JSON column left: document metadata keys no column names (arXiv pages vary)
     assert {x for x in names if x[1].endswith("_json")} == {("grounding_documents", "metadata_extra_json")}
@@ -150,6 +150,7 @@ def test_no_json_text_and_no_text_dates_in_the_current_schema():
     for col in ("period_start", "period_end", "period_instant", "snapshot_date"):
         assert types[("facts", col)] == pa.date32()
     assert types[("instances", "t_target_date")] == pa.date32()
+    assert types[("instances", "periods_skipped")] == pa.int32()
     assert pa.types.is_struct(types[("grounding_documents", "metadata")])
     assert types[("facts", "decimals")] == pa.int32() and types[("facts", "decimals_inf")] == pa.bool_()
     for t, col in [("structures", "nodes"), ("structures", "prompt_hashes"), ("reports", "unsupported")]:
@@ -255,17 +256,23 @@ def test_old_release_fails_verify_when_spoiled(both):
 def test_diff_across_the_schema_change_reports_it_and_compares_content(both):
     old, new = both
     d = diff_releases(old, new)
-    assert d["manifest"]["schema_version"] == {"a": 1, "b": 2}
+    assert d["manifest"]["schema_version"] == {"a": 1, "b": RELEASE_SCHEMA_VERSION}
     changed_schema = {n for n, t in d["tables"].items() if t["schema_changed"]}
     assert changed_schema == {"instances", "grounding_documents", "reports", "structures", "facts"}
     for name, t in d["tables"].items():
         assert (t["added"], t["removed"], t["changed"], t["rows_a"]) == ([], [], 0, t["rows_b"]), name
     assert d["tables_identical"] is False  # the files differ, if not the content
     md = format_diff_markdown(d)
-    assert "- schema_version: 1 -> 2 (column types changed; rows compared by content)" in md
+    assert (
+        f"- schema_version: 1 -> {RELEASE_SCHEMA_VERSION} (column types changed; rows compared by content)"
+        in md
+    )
     assert "- structures: schema changed" in md and "- stats: schema changed" not in md
     back = diff_releases(new, old)
-    assert back["manifest"]["schema_version"] == {"a": 2, "b": 1} and back["tables"]["facts"]["changed"] == 0
+    assert (
+        back["manifest"]["schema_version"] == {"a": RELEASE_SCHEMA_VERSION, "b": 1}
+        and back["tables"]["facts"]["changed"] == 0
+    )
 
 
 def test_diff_across_the_schema_change_finds_changed_rows(tmp_path):

@@ -167,11 +167,11 @@ def _plural(n: int, word: str) -> str:
 def _instances_text(instances: Sequence[Mapping[str, Any]] | None) -> list[str]:
     rule = (
         "A system is given S and G and must produce Y. Instance ids are "
-        "`<category>/<domain>/<t_sample>-><t_target>`; each pair of consecutive snapshots of a domain is "
-        "one instance, so a domain with n snapshots has n - 1 instances."
+        "`<category>/<domain>/<t_sample>-><t_target>`; each snapshot of a domain is paired with the next "
+        "one the domain lists, so a domain with n snapshots has n - 1 instances."
     )
     if instances is None:
-        return [rule]
+        return [rule, "", PAIRING_RULE]
     domains = domain_snapshots(instances)
     shapes = Counter((len(d["snapshots"]), d["instances"]) for d in domains.values())
     parts = [
@@ -186,7 +186,32 @@ def _instances_text(instances: Sequence[Mapping[str, Any]] | None) -> list[str]:
         label = category_labels().get(d["category"], _cell(d["category"]))
         snaps = ", ".join(_cell(s) for s in d["snapshots"])
         lines.append(f"| {_cell(name)} | {label} | {snaps} | {d['instances']} |")
-    return lines
+    return [*lines, "", *_pairing_text(instances)]
+
+
+PAIRING_RULE = (
+    "Pairs are meant to be consecutive editions (paper 000 §3): the next fiscal quarter's 10-Q (the "
+    "fiscal fourth quarter has none: its 10-K covers it, so Q3 -> next Q1 is consecutive), the next fiscal "
+    "year's 10-K, the arXiv window that starts the day after the previous one ends. Where the corpus has "
+    "a gap, frame keeps the instance and marks it: `periods_skipped` (instances table) counts the "
+    "periods between its two snapshots, 0 for consecutive ones. Marked instances are left out of the "
+    "leaderboard's headline scopes (Overall and each category) and scored in a scope of their own, "
+    "`skipped_periods`."
+)
+
+
+def _pairing_text(instances: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The pairing rule and the instances it marks, with the periods each skips."""
+    marked = sorted(
+        ((str(r["instance_id"]), int(r.get("periods_skipped") or 0)) for r in instances),
+        key=lambda x: _natural(x[0]),
+    )
+    marked = [(iid, n) for iid, n in marked if n > 0]
+    if not marked:
+        return [PAIRING_RULE, "", "Every instance of this release pairs consecutive editions."]
+    head = f"Instances that skip periods ({len(marked)} of {len(instances)}):"
+    rows = [f"| `{_cell(iid)}` | {n} |" for iid, n in marked]
+    return [PAIRING_RULE, "", head, "", "| Instance | Periods skipped |", "|---|---:|", *rows]
 
 
 def _yaml_header(manifest: ReleaseManifest) -> list[str]:

@@ -53,6 +53,7 @@ INSTANCE_COLUMNS: dict[str, bool] = {
     "t_target": True,  # snapshot of G (and of Y, which is not in the kit)
     "t_sample_date": True,  # the snapshots as ISO dates when they are dates (filings), else null
     "t_target_date": True,
+    "periods_skipped": True,  # source periods between S and G: > 0 is left out of headline scores
     "sample_report_id": False,  # points into the reports table, which holds Y: not in the kit
     "target_report_id": False,  # names Y
     "grounding_set_id": True,
@@ -237,9 +238,10 @@ are not in this kit.
 
 - `instances.jsonl`: one JSON object per line and instance: `instance_id`, `category`, `domain`,
   `t_sample` (period of S), `t_target` (period to report on), `t_sample_date` and `t_target_date` (the
-  same as ISO dates when they are dates, else null), `grounding_set_id`, `grounding_doc_ids`,
-  `sample_markdown` (S), `sample_file`, `grounding_files`, `report_file` (the file name a submission
-  folder uses for this instance).
+  same as ISO dates when they are dates, else null), `periods_skipped` (source periods between the two:
+  0 for consecutive editions; others are scored apart from the headline), `grounding_set_id`,
+  `grounding_doc_ids`, `sample_markdown` (S), `sample_file`, `grounding_files`, `report_file` (the
+  file name a submission folder uses for this instance).
 - `samples/<name>.md`: S of each instance (the same text as `sample_markdown`).
 - `grounding/<grounding_set_id>/<doc_id>.md`: the grounding documents G, in Markdown.
 - `documents.jsonl`: one line per grounding document: title, kind, token/table/image counts, source

@@ -40,6 +40,8 @@ def upgrade_table(name: str, table: pa.Table, version: int) -> pa.Table:
     """`table` (release table `name`, schema `version`) in the current schema; unchanged if current."""
     if version == RELEASE_SCHEMA_VERSION or name not in TABLE_SCHEMAS:
         return table
+    if SCHEMAS_BY_VERSION[version].get(name) == TABLE_SCHEMAS[name]:  # this table did not change
+        return table
     rows = [upgrade_row(name, r, version) for r in table.to_pylist()]
     schema = TABLE_SCHEMAS[name]
     return pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)

@@ -121,6 +121,8 @@ def check_integrity(tables: Mapping[str, pa.Table]) -> list[str]:
 
     for inst in tables["instances"].to_pylist() if "instances" in tables else []:
         iid = inst["instance_id"]
+        if (inst.get("periods_skipped") or 0) < 0:
+            problems.append(f"instances: {iid}: periods_skipped {inst['periods_skipped']} is negative")
         for role, rid_col, t_col, md_col in (
             ("sample", "sample_report_id", "t_sample", "sample_markdown"),
             ("target", "target_report_id", "t_target", "target_markdown"),

@@ -78,6 +78,7 @@ def score_rows(results: list[tuple[dict, str, MetricResult]]) -> tuple[list[dict
                 "population": r.population,
                 "sampled": len(r.items),
                 "detail_json": json.dumps(r.detail, sort_keys=True, default=str),
+                "periods_skipped": _int_or_none(inst.get("periods_skipped")),
             }
         )
         for it in r.items:
@@ -93,6 +94,11 @@ def score_rows(results: list[tuple[dict, str, MetricResult]]) -> tuple[list[dict
                 }
             )
     return scores, evidence
+
+
+def _int_or_none(v: Any) -> int | None:
+    """An int cell of an instance row read through pandas (NaN/NA for a missing value)."""
+    return None if v is None or pd.isna(v) else int(v)
 
 
 def values_text(results: list[MetricResult]) -> str:

@@ -28,6 +28,7 @@ __all__ = [
     "ground_source",
     "ground_steps",
     "kind_of",
+    "periods_skipped",
     "qa_ground",
     "register",
     "source_kind",
@@ -79,6 +80,11 @@ def fetch_snapshot(cfg: FrameConfig, domain: DomainBase, snapshot: str) -> list[
             f"unknown snapshot {snapshot!r} (snapshots: {', '.join(domain.snapshots)})",
         )
     return kind_of(domain).fetch(cfg, domain, snapshot)
+
+
+def periods_skipped(domain: DomainBase, t: str, t_next: str) -> int:
+    """Periods of the source between snapshot `t` and the next listed `t_next` (0: consecutive)."""
+    return kind_of(domain).periods_skipped(domain, t, t_next)
 
 
 def discover_domain(

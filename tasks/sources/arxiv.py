@@ -12,6 +12,7 @@ from schemas.domains import ArxivDomain
 from schemas.sources import RawFile
 from tasks.ground.documents import Grounded, ground_paper
 from tasks.sources.base import RawSource, SourceKind
+from tasks.sources.pairing import windows_skipped
 
 _LATEXML_MARKS = (b"ltx_document", b"ltx_page_main", b"LaTeXML")
 
@@ -40,6 +41,11 @@ class ArxivKind(SourceKind):
         from tasks.discover import discover_arxiv
 
         return discover_arxiv(cfg, domain, known, today)
+
+    def periods_skipped(self, domain: ArxivDomain, t: str, t_next: str) -> int:  # type: ignore[override]
+        w = {x.label: x for x in domain.windows}
+        a, b = w[t], w[t_next]
+        return windows_skipped(a.start, a.end, b.start, b.end, domain.window_months)
 
     def part(self, raw: RawFile) -> str:
         return raw.arxiv_id or raw.sha256[:12]

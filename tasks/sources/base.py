@@ -79,6 +79,12 @@ class SourceKind:
             )
         return domain
 
+    def periods_skipped(self, domain: DomainBase, t: str, t_next: str) -> int:
+        """How many periods of the source lie between snapshot `t` and the next listed one `t_next`: 0
+        when `t_next` is the next edition (an instance's pair is consecutive), n when the source has n
+        editions between them that the domain does not list. Default: 0 (a kind without periods)."""
+        return 0
+
     def part(self, raw: RawFile) -> str:
         """Which source of a snapshot a step converts, in run names, when a snapshot has several."""
         return raw.sha256[:12]

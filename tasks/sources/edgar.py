@@ -13,6 +13,7 @@ from tasks.ground.documents import Grounded, ground_filing
 from tasks.ground.ixbrl import CleanFiling, clean_filing
 from tasks.ground.split import FilingSection, split_filing
 from tasks.sources.base import RawSource, SourceKind
+from tasks.sources.pairing import filings_skipped, year_end
 
 _IXBRL_MARKS = (b"inlineXBRL", b"<ix:header")
 
@@ -42,7 +43,14 @@ class EdgarKind(SourceKind):
     ) -> EdgarDomain:
         from tasks.discover import discover_edgar
 
-        return discover_edgar(cfg, domain, known, session=session)
+        return discover_edgar(cfg, domain, known, session=session, periods_skipped=self.periods_skipped)
+
+    def periods_skipped(self, domain: EdgarDomain, t: str, t_next: str) -> int:  # type: ignore[override]
+        end, next_end = domain.snapshot_date(t), domain.snapshot_date(t_next)
+        if end is None or next_end is None:
+            raise ValueError(f"domain {domain.name} has no snapshot {t!r} or {t_next!r}")
+        fiscal = year_end(domain.fiscal_year_end, domain.form, domain.periods)
+        return filings_skipped(domain.form, end, next_end, fiscal)
 
     def part(self, raw: RawFile) -> str:
         return raw.accession or raw.sha256[:12]

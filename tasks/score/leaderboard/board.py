@@ -19,11 +19,13 @@ from tasks.score.leaderboard.core import (
     PRIMARY_COLUMNS,
     PRIMARY_LABEL,
     PRIMARY_METHOD,
+    SKIPPED,
     _checked_scores,
     bootstrap_ci,
     cell_seed,
     metric_order,
     scope_order,
+    skipped_periods,
 )
 
 
@@ -91,8 +93,10 @@ def leaderboard(
     score of each (system, scope) (``primary_scores``, same seed and resamples) in
     ``board.attrs["primary"]`` (its rows under "rows"): ``leaderboard_markdown`` orders the systems by it.
 
-    An instance with no category counts only in "overall". Duplicate (instance_id, system, metric) rows
-    (e.g. two judges for one metric) are an error: filter the scores to one judge per metric first.
+    An instance with no category counts only in "overall"; one whose snapshots skip source periods
+    (``periods_skipped`` > 0) only in the scope "skipped_periods". Duplicate (instance_id, system,
+    metric) rows (e.g. two judges for one metric) are an error: filter the scores to one judge per metric
+    first.
     """
     df = _checked_scores(scores)
     long = _long(df)
@@ -113,10 +117,13 @@ def leaderboard(
 
 
 def _long(df: pd.DataFrame) -> pd.DataFrame:
-    """The checked scores with a ``scope`` column: every row once as "overall", once as its category."""
-    overall = df.assign(scope=OVERALL)
-    by_cat = df[df["category"].notna()].assign(scope=lambda d: d["category"].astype(str))
-    return pd.concat([overall, by_cat], ignore_index=True)
+    """The checked scores with a ``scope`` column: every row once as "overall", once as its category;
+    a row of an instance that skips periods only once, as SKIPPED (the headline scopes leave it out)."""
+    marked = skipped_periods(df)
+    head, apart = df[~marked], df[marked]
+    overall = head.assign(scope=OVERALL)
+    by_cat = head[head["category"].notna()].assign(scope=lambda d: d["category"].astype(str))
+    return pd.concat([overall, by_cat, apart.assign(scope=SKIPPED)], ignore_index=True)
 
 
 def ranking_metrics(metrics: Iterable[str]) -> list[str]:

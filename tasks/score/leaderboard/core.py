@@ -18,14 +18,17 @@ from schemas.evaluation import BUILTIN_NAMES
 from tasks.score import registry
 
 OVERALL = "overall"
+# The scope of the instances whose two snapshots have source periods between them (instances
+# `periods_skipped` > 0): scored apart, never in Overall, a category, a paired test or a win matrix.
+SKIPPED = "skipped_periods"
 
 
 class _ScopeLabels(Mapping[str, str]):
-    """ "Overall" and the label of every registered source kind's categories, read when used (a kind
-    registered after this import is labelled too)."""
+    """ "Overall", the label of every registered source kind's categories, read when used (a kind
+    registered after this import is labelled too), and the skipped-periods scope."""
 
     def _all(self) -> dict[str, str]:
-        return {OVERALL: "Overall", **category_labels()}
+        return {OVERALL: "Overall", **category_labels(), SKIPPED: "Skipped periods (not in Overall)"}
 
     def __getitem__(self, scope: str) -> str:
         return self._all()[scope]
@@ -141,8 +144,17 @@ def _ordered(names: Iterable[str], fixed: Sequence[str]) -> list[str]:
 
 
 def scope_order(scopes: Iterable[str]) -> list[str]:
-    """Scope "overall" first, then the registered categories in display order, then others sorted."""
-    return _ordered(scopes, (OVERALL, *category_labels()))
+    """Scope "overall" first, then the registered categories in display order, the skipped-periods
+    scope, then others sorted."""
+    return _ordered(scopes, (OVERALL, *category_labels(), SKIPPED))
+
+
+def skipped_periods(df: pd.DataFrame) -> pd.Series:
+    """Per score row: whether its instance pairs snapshots with source periods between them (column
+    ``periods_skipped`` > 0; a table without the column, or a null, counts as consecutive)."""
+    if "periods_skipped" not in df.columns:
+        return pd.Series(False, index=df.index)
+    return pd.to_numeric(df["periods_skipped"], errors="coerce").fillna(0) > 0
 
 
 def metric_order(metrics: Iterable[str]) -> list[str]:

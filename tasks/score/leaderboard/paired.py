@@ -20,6 +20,7 @@ from tasks.score.leaderboard.core import (
     _checked_scores,
     bootstrap_ci,
     metric_order,
+    skipped_periods,
 )
 
 # scipy >= 1.15 takes `rng`; older versions take `random_state` (as _BOOTSTRAP_RNG_KW in core).
@@ -30,8 +31,10 @@ _PERMUTATION_RNG_KW = (
 
 def _canonical(scores: pd.DataFrame) -> pd.DataFrame:
     """The checked score table in (metric, system, instance_id) order: every mean, pair and matrix is
-    then computed over the same values in the same order whatever the row order of the input."""
+    then computed over the same values in the same order whatever the row order of the input. Like
+    Overall, it leaves out the instances that skip source periods."""
     df = _checked_scores(scores)
+    df = df[~skipped_periods(df)]
     return df.sort_values(["metric", "system", "instance_id"], kind="mergesort").reset_index(drop=True)
 
 

@@ -22,6 +22,7 @@ from tasks.score.leaderboard.core import (
     PRIMARY_LABEL,
     REFERENCE,
     SCOPE_LABELS,
+    SKIPPED,
     TIE_TOLERANCE,
     metric_order,
     scope_order,
@@ -222,7 +223,9 @@ def _title(
         return [head, ""]
     overall = board[board["scope"] == OVERALL]
     n_inst = int((overall["n"] + overall["n_undefined"]).max()) if len(overall) else 0
-    cats = [s for s in scope_order(board["scope"].unique()) if s != OVERALL]
+    cats = [s for s in scope_order(board["scope"].unique()) if s not in (OVERALL, SKIPPED)]
+    apart = board[board["scope"] == SKIPPED]
+    n_apart = int((apart["n"] + apart["n_undefined"]).max()) if len(apart) else 0
     metrics = metric_order(board["metric"].unique())
     refs = [s for s in order if CEILING in flags.get(s, []) or BASELINE in flags.get(s, [])]
     ranked = len(order) - len(refs) + sum(BASELINE in flags.get(s, []) for s in refs)
@@ -230,7 +233,9 @@ def _title(
     line = (
         f"Scored: {len(order)} system(s) ({ranked} ranked"
         + (f"; reference rows: {', '.join(_md_escape(s) for s in refs)}" if refs else "")
-        + f") on {n_inst} instance(s){cat_text}, by {len(metrics)} metric(s): "
+        + f") on {n_inst} instance(s){cat_text}"
+        + (f" (and {n_apart} that skip source periods, scored apart)" if n_apart else "")
+        + f", by {len(metrics)} metric(s): "
         + ", ".join(_md_escape(m) for m in metrics)
         + "."
     )
