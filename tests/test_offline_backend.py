@@ -158,7 +158,7 @@ def test_questions_per_section(built):
 def test_questions_name_salient_facts(built):
     _, _, s = built[("AAPL-10-Q", "2025-03-29")]
     fh = _statements(s)
-    assert "What was Total net sales for Three Months Ended March 29, 2025?" in fh.questions
+    assert "What was Total net sales — Three Months Ended March 29, 2025?" in fh.questions
     assert any(q.startswith("How did Total assets change from") for q in fh.questions)
     _, _, p = built[(GW, "W1")]
     qs = [q for n in p.walk() for q in n.questions]

@@ -5,7 +5,7 @@
 matches the enclosing subsection's title, or the leaf's own title, when there is one):
 - filings, tables: for every pipe table, line items are rows with a label and a number; the 3 with
   the largest absolute value in the first value column (header without "change"/"%") give
-  "What was <item> for <column header>?" and, when a second value column exists, "How did <item>
+  "What was <item> — <column header>?" and, when a second value column exists, "How did <item>
   change from <column 2> to <column 1>?" (column headers = the table's header rows joined top-down,
   spanned labels carried right, units "(in millions)" dropped; a label repeated in the table is
   qualified by its group row, e.g. "Products (Cost of sales)"). Tables are interleaved round-robin;
@@ -186,7 +186,9 @@ def table_questions(table_text: str) -> list[Candidate]:
         qs: list[Candidate] = []
         for _, _, name, cols in sorted(items, key=lambda x: (-x[0], x[1]))[:TABLE_ITEMS]:
             if cols and cols[0]:
-                qs.append(Candidate(f"What was {name} for {cols[0]}?", name))
+                # the dash keeps the row label and the column header apart: joined by "for", two
+                # labels read as one made-up name ("Total for As of June 30") to the entity check
+                qs.append(Candidate(f"What was {name} — {cols[0]}?", name))
                 if len(cols) > 1 and cols[1] and cols[1] != cols[0]:
                     qs.append(Candidate(f"How did {name} change from {cols[1]} to {cols[0]}?", name))
             else:
