@@ -5,10 +5,11 @@
 matches the enclosing subsection's title, or the leaf's own title, when there is one):
 - filings, tables: for every pipe table, line items are rows with a label and a number; the 3 with
   the largest absolute value in the first value column (header without "change"/"%") give
-  "What was <item> — <column header>?" and, when a second value column exists, "How did <item>
-  change from <column 2> to <column 1>?" (column headers = the table's header rows joined top-down,
-  spanned labels carried right, units "(in millions)" dropped; a label repeated in the table is
-  qualified by its group row, e.g. "Products (Cost of sales)"). Tables are interleaved round-robin;
+  "What was <item> — <column header>?" and, when a second value column exists and both headers name
+  periods, "How did <item> change from <column 2> to <column 1>?" (column headers = the table's
+  header rows joined top-down, spanned labels carried right, units "(in millions)" dropped; a label
+  repeated in the table is qualified by its group row, e.g. "Products (Cost of sales)"). Tables are
+  interleaved round-robin;
 - filings, prose: sentences holding a number whose subject precedes a reporting verb ("Americas net
   sales increased ...") give "What drove the change in <subject>?" or "What does the filing report for
   <subject>?"; sub-headings give "What does the filing report about <heading>?";
@@ -47,6 +48,7 @@ from schemas.structure import CONTAINERS, LEAVES, ReportStructure, StructureNode
 from tasks.ground.load import GroundingSet
 from tasks.llm.backend import StepContext
 from tasks.markdown.entities import Haystack, absent_entities
+from tasks.markdown.periods import find_periods
 from tasks.markdown.tables import markdown_tables
 from tasks.markdown.text import split_sentences, terms
 from tasks.sources import source_kind
@@ -189,12 +191,18 @@ def table_questions(table_text: str) -> list[Candidate]:
                 # the dash keeps the row label and the column header apart: joined by "for", two
                 # labels read as one made-up name ("Total for As of June 30") to the entity check
                 qs.append(Candidate(f"What was {name} — {cols[0]}?", name))
-                if len(cols) > 1 and cols[1] and cols[1] != cols[0]:
+                if len(cols) > 1 and cols[1] and cols[1] != cols[0] and _period(cols[0]) and _period(cols[1]):
                     qs.append(Candidate(f"How did {name} change from {cols[1]} to {cols[0]}?", name))
             else:
                 qs.append(Candidate(f"What amount does the filing report for {name}?", name))
         out.append(qs)
     return _round_robin(out)
+
+
+def _period(header: str) -> bool:
+    """A column header naming a period: only between two periods does "how did it change" make sense
+    (two segments or two measures side by side are not a change)."""
+    return bool(find_periods(header)) or re.fullmatch(r"(?:FY\s*)?(?:19|20)\d\d", header.strip()) is not None
 
 
 # ---------------------------------------------------------------- prose

@@ -68,7 +68,13 @@ from tasks.synthesize.offline.structure_filing import (
     _filing_structure,
     units_line,
 )
-from tasks.synthesize.offline.structure_paper import _paper_structure, caption, paper_parts, short_title
+from tasks.synthesize.offline.structure_paper import (
+    _paper_structure,
+    caption,
+    paper_parts,
+    short_title,
+    window_theme_title,
+)
 from tasks.synthesize.retrieve import Block
 
 # The names this module held before the kinds moved out, still importable from here.
@@ -407,6 +413,8 @@ def adapt_structure(prev: ReportStructure, gset: GroundingSet, ctx: StepContext)
                 "children": kids,
             }
         )
+    if source_kind(ctx.source_kind).layout == "papers":
+        sections = _renamed_themes(sections, gset)
     return ReportStructure.model_validate(
         {
             "title": proposal.title,
@@ -415,3 +423,16 @@ def adapt_structure(prev: ReportStructure, gset: GroundingSet, ctx: StepContext)
             "provenance": [provenance("structure").model_dump()],
         }
     )
+
+
+def _renamed_themes(sections: list[dict], gset: GroundingSet) -> list[dict]:
+    """A window's themes keep their place and layout but are named by the papers they hold now; a theme
+    holding no paper of the new window is dropped (its title names only the earlier window's work)."""
+    papers = {d.doc_id for d in gset.documents}
+    out = []
+    for sec in sections:
+        held = [s for s in sec["sources"] if s in papers]
+        if not held:
+            continue
+        out.append({**sec, "title": window_theme_title(gset, held)})
+    return out

@@ -12,6 +12,8 @@ if the paper has a table, a figure leaf if it has a figure, preferring those of 
 and, with two papers or more, a "Comparison of approaches" table leaf (one row per paper).
 Form-restricted (t2, t3): the themes are prev's, by title; each new paper joins the theme whose title
 shares the most of its keyword weight, every theme first taking its best paper while papers remain.
+`structure.adapt_structure` then renames each theme by the keywords of the papers it now holds and
+drops a theme left without a paper (its old title would name the earlier window's work).
 """
 
 from __future__ import annotations
@@ -126,9 +128,10 @@ def _paper_structure(
     for k, members in enumerate(groups):
         if not members and themes is None:
             continue
-        title = (
-            themes[k] if themes else theme_title([weights[i] for i in members], [counts[i] for i in members])
-        )
+        # the papers' own keywords name the theme; prev's title stays the section's until the form-restricted
+        # step has matched it (structure._renamed_themes then renames it)
+        name = theme_title([weights[i] for i in members], [counts[i] for i in members])
+        title = themes[k] if themes else name
         ids = [docs[i].doc_id for i in members]
         shorts = [short_title(docs[i].title) for i in members]
         subs = [_paper_subsection(gset, docs[i], short) for i, short in zip(members, shorts, strict=True)]
@@ -138,7 +141,7 @@ def _paper_structure(
             _container(
                 "section",
                 title,
-                f"Covers the window's work on {title}: " + "; ".join(shorts) + "."
+                f"Covers the window's work on {name}: " + "; ".join(shorts) + "."
                 if shorts
                 else f"Covers {title}.",
                 subs,
@@ -226,6 +229,16 @@ def theme_title(weights: list[dict[str, float]], counts: list[Counter[str]], n: 
         form = max((w for w in surface if _stem(w) == s), key=lambda w: (surface[w], w))
         names.append(form[:1].upper() + form[1:])
     return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names) or "Papers"
+
+
+def window_theme_title(gset: GroundingSet, doc_ids: list[str]) -> str:
+    """The theme title of `doc_ids` among the window's papers (keywords weighted over the whole window):
+    a form-restricted theme is renamed by the papers it holds now, not by the earlier window's."""
+    docs = list(gset.documents)
+    counts = [_keywords(gset, d) for d in docs]
+    weights = _keyword_weights(counts)
+    idx = [i for i, d in enumerate(docs) if d.doc_id in set(doc_ids)]
+    return theme_title([weights[i] for i in idx], [counts[i] for i in idx])
 
 
 def _assign(weights: list[dict[str, float]], themes: list[str]) -> list[list[int]]:
