@@ -100,9 +100,12 @@ QUESTIONS = [
     "What limits or risks are stated?",
 ]
 LEAF_IDS = {"text": "p", "table": "t", "figure": "f", "list": "l"}  # the id pattern the prompt asks for
-CONTENT = {
-    "text": "This part of the report sums up what the source documents say on the objective above.",
-    "list": "- The first key point, stated briefly.\n- The second key point, stated briefly.",
+CONTENT = {  # long enough for frame's own G0 gate on gold (at least 50 words of text in a report)
+    "text": "This part of the report sums up what the source documents say on the objective above. It names "
+    "the period the documents cover, the figures they report for it and how those figures moved against the "
+    "period before, in the words the documents use.",
+    "list": "- The first key point, stated briefly with its figure.\n- The second key point, stated briefly "
+    "with the reason the documents give for it.",
 }
 
 

@@ -32,6 +32,14 @@ def _frame(args: list[str], tmp: Path) -> str:
     return res.stdout
 
 
+def _without_questions(node: dict) -> dict:
+    return {
+        k: [_without_questions(c) for c in v] if k == "children" else v
+        for k, v in node.items()
+        if k != "questions"
+    }
+
+
 def _plan_tokens(release: Path) -> dict[str, int]:
     """Tokens of each first-snapshot plan of DOMAINS as a structure reply holds it (no questions)."""
     reports = {r["report_id"]: r for r in pq.read_table(release / "reports.parquet").to_pylist()}
@@ -41,9 +49,12 @@ def _plan_tokens(release: Path) -> dict[str, int]:
         if rid.split("/")[0] not in DOMAINS:
             continue
         s = structure_from_row(row)
-        for n in s.walk():
-            n.questions = []
-        data = {"title": s.title, "sections": [n.model_dump(mode="json") for n in s.nodes]}
+        # a structure reply holds no questions (they are the next role's): no "questions" key at all
+        data = {
+            "title": s.title,
+            "sections": [n.model_dump(mode="json", exclude={"questions"}) for n in s.nodes],
+        }
+        data["sections"] = [_without_questions(n) for n in data["sections"]]
         out[rid] = count_tokens(json.dumps(data, ensure_ascii=False, indent=2))
         assert rid in reports
     return out

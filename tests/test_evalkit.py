@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -61,14 +62,36 @@ def _strings(value) -> list[str]:
 
 
 def leaked(rows: list[dict], grounding: dict[tuple[str, str], str], text: str) -> list[str]:
-    """Paragraphs (>= 12 words) of the instances' Y that are in neither their S nor their G but are in
+    """Sentences (>= 12 words) of the instances' Y that are in neither their S nor their G but are in
     `text`."""
     out = []
     for r in rows:
         g = [grounding[(r["grounding_set_id"], d)] for d in r["grounding_doc_ids"]]
-        seen = norm("\n".join([r["sample_markdown"], *g]))
-        out += [p for p in paragraphs(r["target_markdown"]) if p not in seen and p in text]
+        seen = voice_free(norm("\n".join([r["sample_markdown"], *g])))
+        # sentence by sentence: gold may drop a sentence of G's paragraph that it already holds elsewhere
+        sentences = [x for p in paragraphs(r["target_markdown"]) for x in re.split(r"(?<=[.!?])\s+", p)]
+        out += [
+            x for x in sentences if len(x.split()) >= MIN_WORDS and voice_free(x) not in seen and x in text
+        ]
     return out
+
+
+# Gold prose is the filing's text in the third person ("our liability" -> "the company's liability", "we
+# believe" -> "the company believes"): a paragraph that is G's but for its grammatical person is G's, not
+# something the kit leaks
+_PERSON = re.compile(r"\b(?:the company's|the company|company's|ours|our|we|us|its|it)\b", re.IGNORECASE)
+
+
+def voice_free(text: str) -> str:
+    """`text` with its person words blanked and every word's final "s" dropped ("we believe" and "the
+    company believes" read alike)."""
+    text = _PERSON.sub("\u00b7", text.lower())
+    text = re.sub(
+        r"\b(?:has|have)\b",
+        "have",
+        re.sub(r"\b(?:is|are)\b", "are", re.sub(r"\b(?:was|were)\b", "were", text)),
+    )
+    return re.sub(r"(\w)s\b", r"\1", re.sub(r"\bdoes\b", "do", text))
 
 
 @pytest.fixture(scope="module")

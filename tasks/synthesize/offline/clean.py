@@ -27,6 +27,7 @@ footnote brackets are cut, so every number left was in the paper.
 - Sentences that end with ':' (they introduce a list, equation or table that is not quoted) and
   licence lines ("grants permission to reproduce") are None.
 - Garbled remnants: a space before ',' ';' or '.' outside math, or "( )" left by the source: None.
+- Colour commands in math (`\\color[rgb]{0,0,0}`) are dropped, what they colour kept.
 
 `$...$` math is never looked into (it is masked while the rules run).
 """
@@ -113,6 +114,16 @@ def _mask(text: str) -> tuple[str, list[str]]:
     return _MATH.sub(keep, text), spans
 
 
+# LaTeXML keeps the paper's colour commands in its math ("{\\color[rgb]{0,0,0}{11^{+0.71}}}"): they
+# change no value, Markdown math renderers reject the [model] form, and "[rgb]" reads as a citation key
+_COLOR = re.compile(r"\\color\s*(?:\[[A-Za-z]+\])?\s*\{[^{}]*\}")
+
+
+def plain_math(span: str) -> str:
+    """A math span without its colour commands (what they colour stays)."""
+    return _COLOR.sub("", span)
+
+
 def _unmask(text: str, spans: list[str]) -> str:
     return re.sub(r"\x00(\d+)\x00", lambda m: spans[int(m.group(1))], text)
 
@@ -197,7 +208,7 @@ def clean_sentence(sentence: str) -> str | None:
         return None
     if masked[:1].islower() and not sentence.strip()[:1].islower():
         return None  # a cut at the start left a fragment
-    return _unmask(masked, spans)
+    return _unmask(masked, [plain_math(x) for x in spans])
 
 
 def clean_caption(paragraph: str) -> str:

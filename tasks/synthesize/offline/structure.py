@@ -69,6 +69,7 @@ from tasks.synthesize.offline.structure_filing import (
     units_line,
 )
 from tasks.synthesize.offline.structure_paper import (
+    FRAMING,
     _paper_structure,
     caption,
     paper_parts,
@@ -119,7 +120,7 @@ def propose_structure(
         raise ValueError(f"{ctx.domain} {ctx.snapshot}: empty grounding set, nothing to structure")
     layout = source_kind(ctx.source_kind).layout
     if layout == "papers" and prev is not None:
-        title, sections = _paper_structure(gset, ctx, [n.title for n in prev.nodes])
+        title, sections = _paper_structure(gset, ctx, [n.title for n in prev.nodes if n.title not in FRAMING])
     else:
         title, sections = _BUILDERS[layout](gset, ctx)
     return ReportStructure.model_validate(
@@ -426,13 +427,23 @@ def adapt_structure(prev: ReportStructure, gset: GroundingSet, ctx: StepContext)
 
 
 def _renamed_themes(sections: list[dict], gset: GroundingSet) -> list[dict]:
-    """A window's themes keep their place and layout but are named by the papers they hold now; a theme
+    """A window's themes keep their place and layout; a theme keeps prev's title while each of its keywords
+    occurs in the papers it holds now, else it is named by them (the Overview and Open Questions frame
+    keeps its titles); a theme
     holding no paper of the new window is dropped (its title names only the earlier window's work)."""
     papers = {d.doc_id for d in gset.documents}
     out = []
     for sec in sections:
+        if sec["title"] in FRAMING:  # the survey's frame keeps its titles
+            out.append(sec)
+            continue
         held = [s for s in sec["sources"] if s in papers]
         if not held:
             continue
-        out.append({**sec, "title": window_theme_title(gset, held)})
+        text = " ".join(gset.texts.get(s, "") for s in held).lower()
+        words = [w for w in re.split(r", | and ", sec["title"]) if w]
+        if all(re.search(rf"\b{re.escape(w.lower())}", text) for w in words):
+            out.append(sec)  # prev's title is still true of the papers the theme holds: the form keeps it
+        else:
+            out.append({**sec, "title": window_theme_title(gset, held)})
     return out

@@ -1,6 +1,8 @@
 """Offline form-free structure for a window of papers (layout "papers": arXiv), SPEC §2.4.
 
-The sections are the window's own themes, not a fixed academic template: every paper gets keywords
+The survey opens with an "Overview" (text over all abstracts) and closes with "Open Questions" (text
+from conclusion/discussion sections): the frame every survey has. Between them are the window's own
+themes, not a fixed academic template: every paper gets keywords
 (words of its title, weighted double, and abstract; stop words, words under 4 letters and generic
 research words left out, a plural counted with its singular), weighted by tf-idf over the window; the
 papers are clustered agglomeratively (the pair of clusters with the most similar keyword vectors merged
@@ -124,7 +126,8 @@ def _paper_structure(
     counts = [_keywords(gset, d) for d in docs]
     weights = _keyword_weights(counts)
     groups = _assign(weights, themes) if themes else _cluster(weights)
-    sections = []
+    all_ids = [d.doc_id for d in docs]
+    sections = [_overview_section(all_ids, [short_title(d.title) for d in docs])]
     for k, members in enumerate(groups):
         if not members and themes is None:
             continue
@@ -148,8 +151,53 @@ def _paper_structure(
                 ids,
             )
         )
+    sections.append(_open_questions_section(all_ids))
     topic = ctx.domain.replace("-", " ").replace("_", " ")
     return f"Literature survey: {topic} ({ctx.snapshot})", sections
+
+
+# The survey's frame, the same for every topic and window: what a reader of any survey finds around its
+# themes, and what keeps successive windows' reports recognisably one form while their themes change.
+OVERVIEW, OPEN_QUESTIONS = "Overview", "Open Questions"
+FRAMING = (OVERVIEW, OPEN_QUESTIONS)
+
+
+def _overview_section(ids: list[str], shorts: list[str]) -> dict:
+    return _container(
+        "section",
+        OVERVIEW,
+        f"Introduces the {len(ids)} papers of this window and the problems they address: "
+        + "; ".join(shorts)
+        + ".",
+        [
+            _leaf(
+                "text",
+                "Overview of the papers",
+                "Summarises, from each paper's abstract, what the paper studies and contributes (abstract "
+                "statements of aim and approach): " + "; ".join(shorts) + ".",
+                ids,
+            )
+        ],
+        ids,
+    )
+
+
+def _open_questions_section(ids: list[str]) -> dict:
+    return _container(
+        "section",
+        OPEN_QUESTIONS,
+        "Collects the open questions, limitations and future work stated by the papers.",
+        [
+            _leaf(
+                "text",
+                "Open questions and future work",
+                "Summarises the limitations, open questions and future work (future directions, caveats, "
+                "improvements left to future studies) stated in the conclusion and discussion sections.",
+                ids,
+            )
+        ],
+        ids,
+    )
 
 
 MIN_SIMILARITY = 0.05
