@@ -191,6 +191,22 @@ def test_the_filter_holds_after_an_llm_optimizer_too(llm_server, tmp_path, monke
     assert any("You improve a reusable skill" in r.messages[0]["content"] for r in llm_server.chat_requests)
 
 
+def _truncating_domains(release: Path) -> list[str]:
+    """Domains where the extractive baseline ends a report mid-sentence (the rubric's not_truncated gate)."""
+    import tasks.score.rubric  # noqa: F401  (registers the checks)
+    from tasks.generate.baselines import extractive, grounding_rows_for
+    from tasks.score.rubric.reading import CHECKS, RubricContext
+
+    docs = pd.read_parquet(release / "grounding_documents.parquet").to_dict("records")
+    out = set()
+    for r in pd.read_parquet(release / "instances.parquet").to_dict("records"):
+        report = extractive(r, grounding_rows_for(r, docs))
+        ctx = RubricContext(r["category"], r["domain"], r["sample_markdown"], target_period=r["t_target"])
+        if CHECKS["not_truncated"](report, ctx).decision == "fail":
+            out.add(r["domain"])
+    return sorted(out)
+
+
 def test_offline_evolve_on_the_demo_ablates_the_rule_that_changes_nothing(demo_release, tmp_path):
     """The offline optimizer answers discovery's failures (truncated endings among them) with template
     rules; `extractive` applies only those of tasks.generate.baselines.HONOURED and copy-sample ignores
@@ -198,14 +214,13 @@ def test_offline_evolve_on_the_demo_ablates_the_rule_that_changes_nothing(demo_r
     rel = tmp_path / "data" / "releases" / "demo" / "0.1.0"
     shutil.copytree(demo_release, rel)
     env = frame_env(tmp_path / "ph")
-    # The splits are the test's own: this scenario needs extractive's truncated endings (the
-    # gravitational-wave and AAPL-10-Q reports) among discovery's failures and a truncated report
-    # (large-language-models W1->W2) in validation
+    # The splits are the test's own: the scenario needs extractive's truncated endings among discovery's
+    # failures and a truncated report in validation; which domains truncate is read off the release
     inst = pd.read_parquet(rel / "instances.parquet")
-    chosen = {
-        "discovery": ["gravitational-wave-astrophysics", "AAPL-10-Q"],
-        "validation": ["large-language-models", "NVDA-10-K"],
-    }
+    cut = _truncating_domains(rel)
+    assert len(cut) >= 3, cut
+    whole = sorted(set(inst.domain) - set(cut))
+    chosen = {"discovery": cut[:2], "validation": [cut[2], whole[0]]}
     chosen["locked"] = sorted(set(inst.domain) - {d for ds in chosen.values() for d in ds})
     splits = Splits(
         release=rel.parent.name,

@@ -186,7 +186,8 @@ def _safe(text: str) -> str:
 # section of S left empty. Other rules leave its output unchanged.
 HONOURED = frozenset({"complete-ending", "no-repetition", "fill-empty"})
 EMPTY_NOTE = "The documents of this period do not cover this section."
-_END = (".", "!", "?", ":", ";", ")", "]", '"', "'", "|")
+# a complete ending as the rubric's not-truncated gate reads one: ":" and ";" announce more text
+_END = (".", "!", "?", ")", "]", '"', "'", "|", "…", "”", "’", "$")
 _SENTENCE_END = re.compile(r"[.!?][\"')\]]?(?=\s)")
 
 
