@@ -9,7 +9,6 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from rapidfuzz import fuzz, process
 from rapidfuzz.utils import default_process
 
 from schemas.scoring import GroundingText
@@ -23,6 +22,7 @@ from tasks.markdown.pieces import (
     row_figures_strong,
     strong_numbers,
 )
+from tasks.score.headings import same_heading
 from tasks.score.holistic.rating import AXES
 
 HEADING_MATCH = 80  # rapidfuzz token_sort_ratio for a gold heading to count as present in R'
@@ -90,12 +90,11 @@ def _completeness(gold: str, generated: str) -> dict[str, Any]:
     r_pool = NumberPool(markdown_numbers(generated))
     y_nums = [n for p in markdown_pieces(gold) for n in _strong(p)]
     y_hits = int(r_pool.contains_many(y_nums).sum())
-    y_heads = [_heading_key(t) for lvl, t in _headings(gold) if lvl in (2, 3)]
-    r_heads = [_heading_key(t) for _, t in _headings(generated)]
+    y_heads = [t for lvl, t in _headings(gold) if lvl in (2, 3)]
+    r_heads = [t for _, t in _headings(generated)]
+    # a heading is found when R' has one close in wording or naming the same Form item (tasks/score/headings)
     head_hits = sum(
-        1
-        for h in y_heads
-        if r_heads and process.extractOne(h, r_heads, scorer=fuzz.token_sort_ratio)[1] >= HEADING_MATCH
+        1 for h in y_heads if any(same_heading(h, r, HEADING_MATCH, _heading_key) for r in r_heads)
     )
     y_found, heads_found = _share(y_hits, len(y_nums)), _share(head_hits, len(y_heads))
     parts = [x for x in (y_found, heads_found) if x is not None]

@@ -14,6 +14,7 @@ from schemas.rubric import Decision
 from tasks.markdown.document import Block
 from tasks.markdown.numbers import Num, NumberPool, derivation, numbers_in
 from tasks.markdown.pieces import stated_scale, table_cell_figures
+from tasks.score.headings import form_items_of, same_heading
 from tasks.score.rubric.reading import (
     _DASH_CELL,
     _MONTH,
@@ -58,6 +59,8 @@ def _match_headings(sample: list[Block], report: list[Block]) -> list[tuple[int,
             if not a or not r:
                 continue
             s = fuzz.token_sort_ratio(a, r)
+            if s < MATCH_CUTOFF and form_items_of(sample[i].title) & form_items_of(report[j].title):
+                s = MATCH_CUTOFF  # one Form item under two filers' titles: the same section
             if s >= MATCH_CUTOFF:
                 cands.append((-s, abs(i / ns - j / nr), i, j))
     cands.sort()
@@ -120,8 +123,7 @@ def check_sections_present(doc: _Doc, ctx: RubricContext) -> Finding:
     r_heads = _sub_headings(doc)
     missing = []
     for b in s_h:
-        key = _norm_heading(b.title)
-        if not any(fuzz.token_sort_ratio(key, _norm_heading(r.title)) >= MATCH_CUTOFF for r in r_heads):
+        if not any(same_heading(b.title, r.title, MATCH_CUTOFF, _norm_heading) for r in r_heads):
             missing.append(b)
     share = 1 - len(missing) / len(s_h)
     decision: Decision = "pass" if share >= 0.8 else "partial" if share >= 0.5 else "fail"
