@@ -144,16 +144,9 @@ mirror = "{corpus}"
 """
 
 
-# The two-domain config the build tests share: NVDA 10-Q (2 snapshots) and gravitational waves (2 windows).
-# Braces are doubled: test modules append it to a str.format template.
-SMALL_DOMAINS = """[[domains]]
-kind = "edgar"
-name = "NVDA-10-Q"
-category = "financial_quarterly"
-ticker = "NVDA"
-form = "10-Q"
-periods = ["2023-07-30", "2025-07-27"]
-[[domains]]
+# The two-domain config the build tests share: NVDA 10-Q (2 snapshots) and gravitational waves (2 windows,
+# GW_DOMAIN). Braces are doubled: test modules append them to a str.format template.
+GW_DOMAIN = """[[domains]]
 kind = "arxiv"
 name = "gw"
 category = "academic_simple"
@@ -165,6 +158,17 @@ windows = [
   {{ label = "W2", start = "2022-07-01", end = "2023-02-28" }},
 ]
 """
+SMALL_DOMAINS = (
+    """[[domains]]
+kind = "edgar"
+name = "NVDA-10-Q"
+category = "financial_quarterly"
+ticker = "NVDA"
+form = "10-Q"
+periods = ["2023-07-30", "2025-07-27"]
+"""
+    + GW_DOMAIN
+)
 
 
 # A whole small build config: .format(data=..., corpus=CORPUS).

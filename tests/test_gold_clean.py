@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import CORPUS, MIRROR_HEAD, ROOT, frame_env
+from tests.conftest import CORPUS, GW_DOMAIN, MIRROR_HEAD, ROOT, frame_env
 
 CONFIG = (
     MIRROR_HEAD
@@ -29,18 +29,8 @@ category = "financial_annual"
 ticker = "NVDA"
 form = "10-K"
 periods = ["2024-01-28", "2025-01-26"]
-[[domains]]
-kind = "arxiv"
-name = "gw"
-category = "academic_simple"
-topic = "gravitational-wave-astrophysics"
-query = "cat:astro-ph.HE"
-papers_per_window = 3
-windows = [
-  {{ label = "W1", start = "2021-11-01", end = "2022-06-30" }},
-  {{ label = "W2", start = "2022-07-01", end = "2023-02-28" }},
-]
 """
+    + GW_DOMAIN
 )
 
 

@@ -45,8 +45,9 @@ class ScoredSplit:
 
 # A float epsilon only: the same reports give the same means, so "does not fall" needs no other slack.
 EPS = 1e-9
-# rubric layer -> the score metric holding its per-report value
-LAYER_METRICS = {"G0": "rubric_g0", "G1": "rubric_g1", "G2": "rubric_g2"}
+# score metric -> what it is (the rubric's layers and its total), and rubric layer -> its metric
+LAYERS = {"rubric_g0": "G0", "rubric_g1": "G1", "rubric_g2": "G2", "rubric": "rubric total"}
+LAYER_METRICS = {layer: metric for metric, layer in LAYERS.items() if metric != "rubric"}
 
 
 @dataclass
@@ -214,9 +215,6 @@ def what_is_worse(base: ScoredSplit, variant: ScoredSplit) -> list[str]:
     if regress:
         worse.append(f"{regress} G0 gate(s) fail")
     return worse
-
-
-LAYERS = {"rubric_g0": "G0", "rubric_g1": "G1", "rubric_g2": "G2", "rubric": "rubric total"}
 
 
 def paired_differences(

@@ -57,7 +57,7 @@ from tasks.llm.budget import input_budget, output_budget
 from tasks.llm.client import LLMClient, LLMError, LLMResult
 from tasks.llm.prompts import Prompt, load_prompt, render
 from tasks.markdown.document import hash_line, is_figure, is_heading, is_table_row
-from tasks.markdown.entities import Haystack, absent_entities, without_references
+from tasks.markdown.entities import absent_entities, documents_haystack
 from tasks.markdown.periods import Period, period_end_named, snapshot_period, stale_mentions
 from tasks.sources import source_kind
 from tasks.tokens import count_tokens
@@ -468,9 +468,7 @@ class OpenAIBackend:
     def _check_named(out: QuestionsOutput, gset: GroundingSet) -> None:
         """The rule `frame qa gold` checks on the release (tasks/release/qa_questions.py): no question names
         an entity the new documents do not (a paper, name or period of the earlier edition carried over)."""
-        hay = Haystack(
-            [d.title for d in gset.documents] + [without_references(t) for t in gset.texts.values()]
-        )
+        hay = documents_haystack((d.title, gset.texts.get(d.doc_id, "")) for d in gset.documents)
         stale = [
             f"{q.id} {x!r} ({', '.join(e.text for e in absent)})"
             for q in out.sections

@@ -18,7 +18,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Entity", "Haystack", "absent_entities", "named_entities", "without_references"]
+from tasks.markdown.document import heading_of
+
+__all__ = [
+    "Entity",
+    "Haystack",
+    "absent_entities",
+    "documents_haystack",
+    "named_entities",
+    "without_references",
+]
 
 Kind = Literal["quoted", "period", "name", "title"]
 
@@ -143,7 +152,6 @@ def absent_entities(text: str, hay: Haystack, heading: bool = False) -> list[Ent
     return [e for e in named_entities(text, heading) if not hay.names(e)]
 
 
-_HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
 _REFERENCES = re.compile(r"(?:\d+\.?\s+)?(?:references|bibliography|works cited|literature cited)\W*", re.I)
 
 
@@ -153,11 +161,20 @@ def without_references(markdown: str) -> str:
     out: list[str] = []
     skip_level = 0
     for line in markdown.splitlines():
-        m = _HEADING.match(line)
-        if m and skip_level and len(m.group(1)) <= skip_level:
+        h = heading_of(line, "none")
+        if h and skip_level and h.level <= skip_level:
             skip_level = 0
-        if m and not skip_level and _REFERENCES.fullmatch(m.group(2).strip()):
-            skip_level = len(m.group(1))
+        if h and not skip_level and _REFERENCES.fullmatch(h.title.strip()):
+            skip_level = h.level
         if not skip_level:
             out.append(line)
     return "\n".join(out)
+
+
+def documents_haystack(documents: Iterable[tuple[str, str]]) -> Haystack:
+    """What a snapshot's documents, as (title, markdown), name: titles and bodies, reference lists dropped
+    (a paper's bibliography names the earlier papers it cites, which the snapshot is not about)."""
+    texts: list[str] = []
+    for title, markdown in documents:
+        texts += [title, without_references(markdown)]
+    return Haystack(texts)

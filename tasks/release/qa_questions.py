@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tasks.markdown.entities import Haystack, absent_entities, without_references
+from tasks.markdown.entities import absent_entities, documents_haystack
 from tasks.release.members import check_release_folder
 from tasks.release.read import read_release_table, release_schema_version
 
@@ -48,14 +48,6 @@ def _walk(nodes: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
         yield from _walk(n.get("children") or ())
 
 
-def snapshot_haystack(rows: Iterable[Mapping[str, Any]]) -> Haystack:
-    """What a snapshot's grounding documents name: their titles and bodies, reference lists dropped."""
-    texts: list[str] = []
-    for r in rows:
-        texts += [str(r.get("title") or ""), without_references(str(r.get("markdown") or ""))]
-    return Haystack(texts)
-
-
 def absent_in_structures(
     structures: Iterable[Mapping[str, Any]], grounding: Iterable[Mapping[str, Any]]
 ) -> list[AbsentEntities]:
@@ -67,7 +59,8 @@ def absent_in_structures(
     out: list[AbsentEntities] = []
     for s in sorted(structures, key=lambda r: str(r["report_id"])):
         key = (str(s["domain"]), str(s["snapshot"]))
-        hay = snapshot_haystack(by_snapshot.get(key, []))
+        rows = by_snapshot.get(key, [])
+        hay = documents_haystack((str(r.get("title") or ""), str(r.get("markdown") or "")) for r in rows)
         entities: dict[str, None] = {}
         examples: list[str] = []
         counts = {"questions": 0, "titles": 0}

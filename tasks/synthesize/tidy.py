@@ -111,14 +111,11 @@ class ReportTidy:
 
     def _prose(self, text: str) -> str:
         """A paragraph (or list item) without its glued heading and the sentences placed already."""
-        phrase = glued_heading(text)
-        if phrase is not None:
+        if glued_heading(text) is not None:
             text = text.lstrip()[_GLUED.match(text.lstrip()).end() :]  # type: ignore[union-attr]
-        flat = " ".join(text.split())
-        kept = [s for s in split_sentences(flat) if self._new(s)]
-        if len(kept) == len(split_sentences(flat)):
-            return text  # nothing dropped: the paragraph as written
-        return " ".join(kept)
+        sentences = split_sentences(" ".join(text.split()))
+        kept = [s for s in sentences if self._new(s)]
+        return text if len(kept) == len(sentences) else " ".join(kept)  # as written when nothing dropped
 
     def _figure(self, block: str, captions: list[str]) -> str:
         img = image_link(block)

@@ -74,7 +74,7 @@ from tasks.synthesize.offline.structure_paper import (
     caption,
     paper_parts,
     short_title,
-    window_theme_title,
+    window_theme_namer,
 )
 from tasks.synthesize.retrieve import Block
 
@@ -429,9 +429,10 @@ def adapt_structure(prev: ReportStructure, gset: GroundingSet, ctx: StepContext)
 def _renamed_themes(sections: list[dict], gset: GroundingSet) -> list[dict]:
     """A window's themes keep their place and layout; a theme keeps prev's title while each of its keywords
     occurs in the papers it holds now, else it is named by them (the Overview and Open Questions frame
-    keeps its titles); a theme
-    holding no paper of the new window is dropped (its title names only the earlier window's work)."""
+    keeps its titles); a theme holding no paper of the new window is dropped (its title names only the
+    earlier window's work)."""
     papers = {d.doc_id for d in gset.documents}
+    name = window_theme_namer(gset)
     out = []
     for sec in sections:
         if sec["title"] in FRAMING:  # the survey's frame keeps its titles
@@ -445,5 +446,5 @@ def _renamed_themes(sections: list[dict], gset: GroundingSet) -> list[dict]:
         if all(re.search(rf"\b{re.escape(w.lower())}", text) for w in words):
             out.append(sec)  # prev's title is still true of the papers the theme holds: the form keeps it
         else:
-            out.append({**sec, "title": window_theme_title(gset, held)})
+            out.append({**sec, "title": name(held)})
     return out

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
 
 from schemas.documents import GroundingDocument
 from tasks.ground.load import GroundingSet
@@ -279,14 +280,19 @@ def theme_title(weights: list[dict[str, float]], counts: list[Counter[str]], n: 
     return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names) or "Papers"
 
 
-def window_theme_title(gset: GroundingSet, doc_ids: list[str]) -> str:
-    """The theme title of `doc_ids` among the window's papers (keywords weighted over the whole window):
-    a form-restricted theme is renamed by the papers it holds now, not by the earlier window's."""
+def window_theme_namer(gset: GroundingSet) -> Callable[[list[str]], str]:
+    """The theme title of a group of the window's papers (by doc_id), keywords weighted over the whole
+    window (computed once): a form-restricted theme is renamed by the papers it holds now."""
     docs = list(gset.documents)
     counts = [_keywords(gset, d) for d in docs]
     weights = _keyword_weights(counts)
-    idx = [i for i, d in enumerate(docs) if d.doc_id in set(doc_ids)]
-    return theme_title([weights[i] for i in idx], [counts[i] for i in idx])
+
+    def name(doc_ids: list[str]) -> str:
+        ids = set(doc_ids)
+        idx = [i for i, d in enumerate(docs) if d.doc_id in ids]
+        return theme_title([weights[i] for i in idx], [counts[i] for i in idx])
+
+    return name
 
 
 def _assign(weights: list[dict[str, float]], themes: list[str]) -> list[list[int]]:
