@@ -364,6 +364,7 @@ class LLMTestServer:
             self.requests.append(rec)
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        counted = True
         try:
             behaviour = self._next(path)
             if behaviour is None:
@@ -377,6 +378,11 @@ class LLMTestServer:
             if reply.delay:
                 time.sleep(reply.delay)
             payload = reply.text.encode() if reply.text is not None else json.dumps(reply.json).encode()
+            # the request is done before its reply is written: a client that reads the reply and sends
+            # its next request at once must not find this one still counted
+            with self._lock:
+                self.in_flight -= 1
+                counted = False
             try:
                 h.send_response(reply.status)
                 h.send_header("Content-Type", "application/json")
@@ -389,8 +395,9 @@ class LLMTestServer:
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (timeout test)
         finally:
-            with self._lock:
-                self.in_flight -= 1
+            if counted:  # the behaviour raised: no reply was written
+                with self._lock:
+                    self.in_flight -= 1
 
 
 @pytest.fixture
