@@ -28,6 +28,7 @@ from tasks.llm import redact
 
 __all__ = [
     "check_submissions",
+    "kit_withheld",
     "generate_all",
     "generate_for_scoring",
     "generate_reports",
@@ -45,15 +46,40 @@ def systems_for(
 
 
 def check_submissions(
-    systems: dict[str, ReportSystem], instance_ids: list[str], *, allow_missing: bool = False
+    systems: dict[str, ReportSystem],
+    instance_ids: list[str],
+    *,
+    allow_missing: bool = False,
+    withheld: Iterable[str] = (),
 ) -> list[str]:
-    """Every problem of every submission system against the release (one line each; empty = usable)."""
+    """Every problem of every submission system against the release (one line each; empty = usable).
+
+    `withheld`: the instances a blind kit of the release withholds (`kit_withheld`): a submission
+    lacking one is not missing it; the ids it lacks are set on the system (`system.withheld`) and the
+    score flow neither asks it for them nor counts them as failures."""
     problems: list[str] = []
     for system in systems.values():
         check = getattr(system, "check", None)
-        if check is not None:
-            problems += check(instance_ids, allow_missing=allow_missing)
+        if check is None:
+            continue
+        found = check(instance_ids, allow_missing=allow_missing)
+        absent = sorted(set(withheld) - set(getattr(system, "reports", None) or {}))
+        expected = tuple(f": instance {i}: missing (no report for this instance)" for i in absent)
+        problems += [p for p in found if not p.endswith(expected)]
+        system.withheld = absent  # type: ignore[attr-defined]
     return problems
+
+
+def kit_withheld(release: Path) -> list[str]:
+    """The instances `frame export-eval` withholds from the release's blind kit (tasks.release.evalkit
+    select_blind, the same rule over the same rows): an instance whose gold report is the sample of a
+    kept one."""
+    from tasks.release import members
+    from tasks.release.evalkit import select_blind
+
+    cols = ["instance_id", "sample_report_id", "target_report_id", "sample_markdown", "target_markdown"]
+    rows = members.read_table(release, "instances", columns=cols).to_pylist()
+    return select_blind(rows)[1]
 
 
 def generate_reports(
@@ -126,7 +152,10 @@ def generate_for_scoring(
         if system is None:
             continue
         identity = system.identity()  # once per system: it may hash a submission's or program's files
+        skip = set(getattr(system, "withheld", None) or ())  # a kit submission's withheld instances
         for inst in instances.to_dict("records"):
+            if inst["instance_id"] in skip:
+                continue
             g = by_set.get(str(inst["grounding_set_id"]), [])
             key = (name, identity, inst["instance_id"], instance_digest(inst, g), code)
             futures.append(

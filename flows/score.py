@@ -3,8 +3,9 @@ task per instance when the family prepares, a cached `score` task per (instance,
 families across the systems of each instance -> outputs (tasks.score.outputs). Cache keys hold the sha256
 of what a family reads, the settings, the endpoint identity and the family's code digest: a rerun
 recomputes only what changed or failed. The families themselves live in tasks.score.registry.
-A system whose every generation failed is left out, said so, and ends the run with `UnscoredSystems`
-(tasks.score.unscored).
+Every requested system is on the board with "generated k/n" (tasks.score.unscored.generation_summary);
+one whose every generation failed has no scores, is said so, and ends the run with `UnscoredSystems`
+(tasks.score.unscored) after every output (results.json included) is written.
 """
 
 from __future__ import annotations
@@ -38,9 +39,10 @@ from tasks.generate.systems import ReportSystem
 from tasks.score import registry
 from tasks.score.inputs import available_inputs
 from tasks.score.metric import Inputs, JudgeEnv, instance_seed
-from tasks.score.outputs import ScoreRun, release_id, scores_folder, write_outputs
+from tasks.score.outputs import ScoreRun, now_utc, release_id, scores_folder, write_outputs
 from tasks.score.unscored import (
     UnscoredSystems,
+    generation_summary,
     read_unscored,
     say_unscored,
     unscored_text,
@@ -99,11 +101,15 @@ def score_release(
     metrics: list[str] | None = None,
     run: RunSettings | None = None,
     embed_llm: LLMSettings | None = None,
+    pairs: str = "next",
+    config_sha256: str | None = None,
 ) -> str:
     """The score flow on the task runner that `run` (a config's `[run]`; default: threads) selects, with
     the FRAME_TASK_RUNNER / FRAME_DASK_ADDRESS overrides. Where tasks run is not part of any cache key.
     `systems` names builtins (or `one-shot` on `llm`) or maps names to ReportSystems; `llm` is the
-    judge role's endpoint, `embed_llm` the embedder's (default: the judge's)."""
+    judge role's endpoint, `embed_llm` the embedder's (default: the judge's). `pairs`: the paired tests
+    ("next" or "all"); `config_sha256`: the digest of the evaluation config used, for results.json
+    (default: of the run's request, tasks.score.results_file)."""
     from flows.runners import make_task_runner
     from flows.server import temporary_server_ready
 
@@ -118,7 +124,9 @@ def score_release(
     try:
         temporary_server_ready()  # a command's early server (flows.server): the model loads meanwhile
         flow_on_runner = score_release_flow.with_options(task_runner=runner)
-        folder = flow_on_runner(release, systems, settings, llm, out_dir, metrics, embed_llm)
+        folder = flow_on_runner(
+            release, systems, settings, llm, out_dir, metrics, embed_llm, pairs, config_sha256
+        )
     except FrameInputError:
         raise
     except Exception as exc:
@@ -171,11 +179,14 @@ def score_release_flow(
     out_dir: str | None = None,
     metrics: list[str] | None = None,
     embed_llm: LLMSettings | None = None,
+    pairs: str = "next",
+    config_sha256: str | None = None,
 ) -> str:
     """Score every instance of `release` for every system and selected family; returns the output folder.
 
     `metrics` names families, metrics or comparison families (tasks.score.registry.selectable); a metric
     of a multi-metric family selects the whole family."""
+    started = now_utc()
     names = list(systems)
     selection, families, comparisons = registry.plan(metrics, len([s for s in names if s != GOLD]))
     rel = Path(release).resolve()
@@ -190,6 +201,8 @@ def score_release_flow(
     _start_progress(len(job.records) * (n_made + len(names) * len(families) + per_instance))
     generated, gen_digest, gen_failed = generate_for_scoring(rel, systems, job.gold, _outcome)
     unscored = unscored_systems(systems, generated, gen_failed, len(job.records))
+    withheld = {n: list(getattr(s, "withheld", None) or ()) for n, s in systems.items() if s is not None}
+    summary = generation_summary(systems, generated, gen_failed, len(job.records), withheld)
     for name, u in unscored.items():
         get_run_logger().error("%s produced no report (%s): left out of the scores", name, unscored_text(u))
     failures: list[str] = []
@@ -213,6 +226,9 @@ def score_release_flow(
     }
     run.extra["generation_failures"] = gen_failed
     run.extra["unscored_systems"] = unscored
+    run.extra["generation"] = summary
+    run.extra["started_at"] = started
+    run.pairs, run.config_sha256 = pairs, config_sha256
     for files, extra in parts:
         run.files.update(files)
         run.extra.update(extra)

@@ -107,7 +107,7 @@ def _score_request(release: Path, metrics: str, ev: Any, **settings: Any):
 def _score_systems(release: Path, systems: str, ev: Any, llm: Any, cache_dir: Path, allow_missing: bool):
     """{name: ReportSystem, or None for gold} in the order named; submissions checked (one line per
     problem on stderr, exit 2, nothing scored)."""
-    from flows.generate import check_submissions, systems_for
+    from flows.generate import check_submissions, kit_withheld, systems_for
     from tasks.release import members
 
     names = [s.strip() for s in systems.split(",") if s.strip()] if systems else None
@@ -122,7 +122,9 @@ def _score_systems(release: Path, systems: str, ev: Any, llm: Any, cache_dir: Pa
     made = systems_for(names, ev, llm, cache_dir)
     order = names if names is not None else list(ev.systems)
     ids = members.read_table(release, "instances", columns=["instance_id"]).column("instance_id").to_pylist()
-    problems = check_submissions(made, ids, allow_missing=allow_missing)
+    # a blind kit's withheld instances are never missing from a submission (docs/results.md)
+    withheld = kit_withheld(release) if any(hasattr(s, "check") for s in made.values()) else []
+    problems = check_submissions(made, ids, allow_missing=allow_missing, withheld=withheld)
     if problems:
         for line in problems:
             print(f"frame: error: {line}", file=sys.stderr)
@@ -213,9 +215,23 @@ def score_cmd(
     ] = False,
     out: Annotated[Path | None, typer.Option("--out", help="output folder (default data/scores/...)")] = None,
     no_preflight: NoPreflight = False,
+    max_failures: Annotated[
+        float,
+        typer.Option(
+            "--max-failures",
+            min=0.0,
+            max=1.0,
+            help="exit 1 when a system's share of failed generations exceeds this (0..1; default 0)",
+        ),
+    ] = 0.0,
+    pairs: Annotated[
+        str, typer.Option("--pairs", help="paired tests: next (each system vs the next best) | all pairs")
+    ] = "next",
 ) -> None:
     """Score generated reports with metric families (default: FRAME's three); leaderboard with CIs; plots."""
     try:
+        if pairs not in ("next", "all"):
+            raise FrameInputError("--pairs", f"give next or all (got {pairs!r})")
         options = {"judge": judge, "embedder": embedder, "tree": tree, "max_items": max_items}
         options |= {"embed_precision": embed_precision}
         options |= {"seed": seed, "bootstrap": bootstrap, "gamma": gamma}
@@ -229,7 +245,17 @@ def score_cmd(
         _before_run(plan, out, no_preflight)
     except FrameInputError as exc:
         _fail(exc)
+    plan.pairs, plan.max_failures = pairs, max_failures
+    plan.config_sha256 = _config_sha256(config)
     _run_score(release, plan, out)
+
+
+def _config_sha256(config: Path | None) -> str | None:
+    """sha256 of the evaluation config file's bytes (None without one: results.json then digests the
+    run's request)."""
+    import hashlib
+
+    return hashlib.sha256(config.read_bytes()).hexdigest() if config is not None else None
 
 
 def _score_plan(
@@ -298,24 +324,39 @@ def _run_score(release: Path, plan, out: Path | None) -> None:
     rel = release.resolve()
     out = out or plan.data_dir / "scores" / rel.parent.name / rel.name
     args = (str(release), plan.systems, plan.settings, plan.judge_llm, str(out), plan.chosen)
+    more = (plan.run, plan.embed_llm, plan.pairs, plan.config_sha256)
     try:
         result = _run_with_bar(
             "score",
             "instance x system x metric",
-            lambda: score_flow.score_release(*args, plan.run, plan.embed_llm),
+            lambda: score_flow.score_release(*args, *more),
             lambda: (score_flow.PROGRESS["done"], score_flow.PROGRESS["total"] or None),
             server_first=False,  # score_release starts loading MiniLM, then waits for the server
         )
     except FrameInputError as exc:
         _fail(exc)
     except score_flow.UnscoredSystems as exc:  # outputs written; a requested system produced nothing
-        _print_score_outputs(Path(exc.folder), started)
-        print(f"frame: error: score: {exc}", file=sys.stderr)
-        raise typer.Exit(1) from None
+        result = exc.folder
     except Exception as exc:
         print(f"frame: error: score: {str(exc).splitlines()[0] if str(exc) else repr(exc)}", file=sys.stderr)
         raise typer.Exit(1) from None
     _print_score_outputs(Path(str(result)), started)
+    _end_on_failures(Path(str(result)), plan.max_failures)
+
+
+def _end_on_failures(folder: Path, max_failures: float) -> None:
+    """One line per system with failed generations (an error when its failure share exceeds
+    `max_failures`, else a warning); exit 1 after them when any exceeds it."""
+    from tasks.score.unscored import failed_systems, summary_line
+
+    summary = json.loads((folder / "manifest.json").read_text(encoding="utf-8")).get("generation", {})
+    over = failed_systems(summary, max_failures)
+    for name, g in summary.items():
+        if g.get("failed"):
+            level = "error" if name in over else "warning"
+            print(f"frame: {level}: {summary_line(name, g)}", file=sys.stderr)
+    if over:
+        raise typer.Exit(1)
 
 
 def _print_score_outputs(folder: Path, started: float) -> None:

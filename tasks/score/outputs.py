@@ -27,6 +27,7 @@ __all__ = [
     "ScoreRun",
     "baselines",
     "instance_features",
+    "now_utc",
     "release_id",
     "scores_folder",
     "values_text",
@@ -54,6 +55,8 @@ class ScoreRun:
     files: dict[str, bytes] = field(default_factory=dict)  # extra files of the families
     notes: dict[str, str] = field(default_factory=dict)  # system -> flag beside its name ("self-judged")
     extra: dict[str, Any] = field(default_factory=dict)  # their manifest entries
+    pairs: str = "next"  # the paired tests: each system vs the next best, or every pair
+    config_sha256: str | None = None  # of the evaluation config used (results.json)
 
 
 def scores_folder(release: Path) -> Path:
@@ -109,6 +112,8 @@ def values_text(results: list[MetricResult]) -> str:
 
 def write_outputs(out: Path, run: ScoreRun) -> None:
     from tasks.score.leaderboard import leaderboard_files
+    from tasks.score.leaderboard.files import leaderboard_tables
+    from tasks.score.results_file import build_results
 
     rows, evidence = score_rows(run.results)
     atomic_write_bytes(out / "scores.parquet", parquet_bytes(rows, SCORES_SCHEMA))
@@ -119,14 +124,18 @@ def write_outputs(out: Path, run: ScoreRun) -> None:
         pd.DataFrame(rows) if rows else pd.DataFrame({f.name: pd.Series(dtype=object) for f in SCORES_SCHEMA})
     )
     release = release_id(run.release)
+    tables = leaderboard_tables(
+        scores, seed=run.settings.seed, n_resamples=run.settings.bootstrap, pairs=run.pairs
+    )
+    base = baselines(run.extra.get("system_identities"), run.systems)
     # the board orders systems by their primary score, not by the order they were asked for
     boards = leaderboard_files(
         scores,
-        seed=run.settings.seed,
-        n_resamples=run.settings.bootstrap,
         notes=run.notes,
         release=release,
-        baselines=baselines(run.extra.get("system_identities"), run.systems),
+        baselines=base,
+        generation=run.extra.get("generation"),
+        tables=tables,
     )
     for name, text in boards.items():  # leaderboard.md/.csv, paired_tests.csv, win_matrix.csv
         atomic_write_text(out / name, text)
@@ -140,7 +149,7 @@ def write_outputs(out: Path, run: ScoreRun) -> None:
         )
     manifest = {
         "release": release,
-        "scored_at": _now(),  # when this run wrote its outputs (UTC): the report's "Scores computed"
+        "scored_at": now_utc(),  # when this run wrote its outputs (UTC): the report's "Scores computed"
         "release_manifest_sha256": _file_sha(run.release / "manifest.json"),
         "systems": run.systems,
         "metrics": run.selection,
@@ -157,6 +166,11 @@ def write_outputs(out: Path, run: ScoreRun) -> None:
     buf = io.StringIO()
     json.dump(manifest, buf, indent=2, sort_keys=True)
     atomic_write_text(out / "manifest.json", buf.getvalue() + "\n")
+    from tasks.score.leaderboard import BASELINES
+
+    names = base if base is not None else [s for s in run.systems if s in BASELINES]
+    results = build_results(run, tables[:2], {**manifest, "folder": str(out)}, names)
+    atomic_write_text(out / "results.json", results.model_dump_json(indent=2) + "\n")
 
 
 def instance_features(release: Path, instances: pd.DataFrame) -> pd.DataFrame:
@@ -222,7 +236,8 @@ def baselines(identities: dict[str, Any] | None, systems: list[str]) -> list[str
     ]
 
 
-def _now() -> str:
+def now_utc() -> str:
+    """Now (UTC) to the second, ISO 8601 with a Z."""
     return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 

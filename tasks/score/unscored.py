@@ -16,6 +16,9 @@ from tasks.atomic import atomic_write_text
 
 __all__ = [
     "UnscoredSystems",
+    "failed_systems",
+    "generation_summary",
+    "summary_line",
     "read_unscored",
     "say_unscored",
     "unscored",
@@ -80,6 +83,52 @@ def unscored(
             "first_error": first["error"],
         }
     return out
+
+
+def generation_summary(
+    systems: dict[str, Any],
+    generated: dict[str, dict[str, str]],
+    failed: list[dict],
+    n: int,
+    withheld: dict[str, list[str]] | None = None,
+) -> dict[str, dict]:
+    """{system: {instances, generated, failed, withheld, first_instance, first_error}} for every requested
+    system, gold included (n of n): "generated k/n" on the board and in results.json. `instances` leaves
+    out a kit submission's `withheld` instances (never asked of it, not failures)."""
+    out: dict[str, dict] = {}
+    for name in systems:
+        mine = [f for f in failed if f["system"] == name]
+        left = len((withheld or {}).get(name, []))
+        out[name] = {
+            "instances": n - left,
+            "generated": len(generated.get(name, {})),
+            "failed": len(mine),
+            "withheld": left,
+            "first_instance": mine[0]["instance_id"] if mine else None,
+            "first_error": mine[0]["error"] if mine else None,
+        }
+    return out
+
+
+def failed_systems(summary: dict[str, dict], max_failures: float = 0.0) -> dict[str, dict]:
+    """The systems of a `generation_summary` whose failure share (failed / instances) exceeds
+    `max_failures` (a share in [0, 1]; 0: any failure counts)."""
+    out = {}
+    for name, g in summary.items():
+        total = int(g.get("instances") or 0)
+        bad = total - int(g.get("generated") or 0)
+        if total and bad and bad / total > max_failures:
+            out[name] = g
+    return out
+
+
+def summary_line(name: str, g: dict) -> str:
+    """One line for a system with failed generations: "<system>: generated k/n: <instance>: <error>"."""
+    error = " ".join(str(g.get("first_error") or "no report").split())
+    if len(error) > _ERROR_CHARS:
+        error = error[:_ERROR_CHARS] + " ..."
+    where = f"{g['first_instance']}: " if g.get("first_instance") else ""
+    return f"{name}: generated {g['generated']}/{g['instances']}: {where}{error}"
 
 
 def say_unscored(board: Path, unscored: dict[str, dict]) -> None:

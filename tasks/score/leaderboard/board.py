@@ -24,6 +24,7 @@ from tasks.score.leaderboard.core import (
     bootstrap_ci,
     cell_seed,
     metric_order,
+    on_common,
     scope_order,
     skipped_periods,
 )
@@ -31,9 +32,9 @@ from tasks.score.leaderboard.core import (
 
 def _empty_board() -> pd.DataFrame:
     board = pd.DataFrame({c: pd.Series(dtype=object) for c in BOARD_COLUMNS})
-    for c in ("n", "n_undefined"):
+    for c in ("n", "n_undefined", "own_n"):
         board[c] = board[c].astype("int64")
-    for c in ("mean", "ci_low", "ci_high"):
+    for c in ("mean", "ci_low", "ci_high", "own_mean"):
         board[c] = board[c].astype(float)
     return board
 
@@ -87,7 +88,10 @@ def leaderboard(
     """Long-form board: one row per (system, scope, metric), scope = "overall" or a category.
 
     Columns: system, scope, metric, n (instances with a defined value), n_undefined (NaN values
-    excluded), mean, ci_low, ci_high, judges (distinct ``judge`` values of the cell, ";"-joined).
+    excluded), mean, ci_low, ci_high, judges (distinct ``judge`` values of the cell, ";"-joined), own_n
+    and own_mean (the system's defined values over all its instances, no CI). n, mean and the CI are
+    over the instances every system of the table has (``on_common``; they and the ones left out in
+    ``board.attrs["common"]``): when a system lacks some, the others are compared on what it has.
     Rows are ordered by system (sorted), scope (``scope_order``), metric (``metric_order``). The
     bootstrap settings are kept in ``board.attrs["bootstrap"]`` for the markdown caption, the primary
     score of each (system, scope) (``primary_scores``, same seed and resamples) in
@@ -99,10 +103,13 @@ def leaderboard(
     first.
     """
     df = _checked_scores(scores)
-    long = _long(df)
+    common_df, common = on_common(df)
+    long, full = _long(common_df), _long(df)
+    keys = ["system", "scope", "metric"]
+    on_common_cells = {k: c for k, c in long.groupby(keys, sort=False)}
     rows = [
-        _cell_row(key, cell, seed, n_resamples, confidence)
-        for key, cell in long.groupby(["system", "scope", "metric"], sort=False)
+        _cell_row(k, on_common_cells.get(k, cell.iloc[:0]), seed, n_resamples, confidence) | _own(cell)
+        for k, cell in full.groupby(keys, sort=False)
     ]
     board = _sorted_board(pd.DataFrame(rows, columns=list(BOARD_COLUMNS))) if rows else _empty_board()
     board.attrs["bootstrap"] = {
@@ -111,9 +118,35 @@ def leaderboard(
         "n_resamples": n_resamples,
         "seed": seed,
     }
+    board.attrs["common"] = common
     primary = _primary_frame(long, seed, n_resamples, confidence)
-    board.attrs["primary"] = {**primary.attrs["primary"], "rows": primary.to_dict("records")}
+    own = _own_primary(full, primary.attrs["primary"]["metrics"])
+    rows = [r | own.get((r["system"], r["scope"]), {}) for r in primary.to_dict("records")]
+    board.attrs["primary"] = {**primary.attrs["primary"], "rows": rows}
     return board
+
+
+def _own(cell: pd.DataFrame) -> dict:
+    """A system's own figures of one (scope, metric): its defined values over all its instances, not only
+    the instances every system has (``on_common``)."""
+    vals = cell["value"].to_numpy(dtype=float)
+    defined = vals[~np.isnan(vals)]
+    return {"own_n": int(defined.size), "own_mean": float(defined.mean()) if defined.size else math.nan}
+
+
+def _own_primary(full: pd.DataFrame, metrics: list[str]) -> dict[tuple[str, str], dict]:
+    """{(system, scope): {own_n, own_mean}}: the primary score's mean over all of the system's instances
+    (the mean of its metrics' own means; no CI)."""
+    if len(metrics) < 2:
+        return {}
+    out = {}
+    for (system, scope), cell in full[full["metric"].isin(metrics)].groupby(["system", "scope"]):
+        means = [_own(cell[cell["metric"] == m])["own_mean"] for m in metrics]
+        out[(system, scope)] = {
+            "own_n": int(cell.dropna(subset=["value"])["instance_id"].nunique()),
+            "own_mean": float(np.mean(means)),
+        }
+    return out
 
 
 def _long(df: pd.DataFrame) -> pd.DataFrame:

@@ -51,6 +51,8 @@ BOARD_COLUMNS: tuple[str, ...] = (
     "ci_low",
     "ci_high",
     "judges",
+    "own_n",
+    "own_mean",
 )
 PAIRED_COLUMNS: tuple[str, ...] = (
     "metric",
@@ -62,7 +64,9 @@ PAIRED_COLUMNS: tuple[str, ...] = (
     "ci_low",
     "ci_high",
     "p_value",
+    "p_holm",
 )
+PAIRS = ("next", "all")  # paired tests: each system vs the next best, or every pair
 WIN_COLUMNS: tuple[str, ...] = ("metric", "system", "versus", "n", "wins", "losses", "ties")
 REQUIRED_SCORE_COLUMNS = ("instance_id", "category", "system", "metric", "value")
 REFERENCE = "gold"  # the gold report scored against itself: a ceiling shown for reference, never ranked
@@ -186,3 +190,23 @@ def _checked_scores(scores: pd.DataFrame) -> pd.DataFrame:
         if ((vals < lo) | (vals > hi)).any():
             raise ValueError(f"{metric} values must lie in [{lo:g}, {hi:g}] (or be NaN for undefined)")
     return df
+
+
+def common_instances(df: pd.DataFrame) -> list[str]:
+    """The instances every system of the score table has a row for (gold included; a system with no row
+    at all, whose every generation failed, is not in the table and so does not empty the set): the
+    leaderboard ranks and tests the systems on these only, so that no system's mean is over instances
+    another lacks. Sorted."""
+    if df.empty:
+        return []
+    per_system = [set(g) for _, g in df.groupby("system")["instance_id"]]
+    return sorted(set.intersection(*per_system))
+
+
+def on_common(df: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """(the rows of ``common_instances``, {"instances": how many, "of": instances in the table,
+    "left_out": the instances some system lacks})."""
+    common = common_instances(df)
+    every = sorted(set(df["instance_id"].astype(str))) if len(df) else []
+    info = {"instances": len(common), "of": len(every), "left_out": sorted(set(every) - set(common))}
+    return df[df["instance_id"].astype(str).isin(common)], info

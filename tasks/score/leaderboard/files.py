@@ -10,7 +10,14 @@ from collections.abc import Iterable, Mapping, Sequence
 import pandas as pd
 
 from tasks.score.leaderboard.board import leaderboard
-from tasks.score.leaderboard.core import BOARD_COLUMNS, PAIRED_COLUMNS, WIN_COLUMNS, metric_order
+from tasks.score.leaderboard.core import (
+    BOARD_COLUMNS,
+    PAIRED_COLUMNS,
+    WIN_COLUMNS,
+    _checked_scores,
+    metric_order,
+    on_common,
+)
 from tasks.score.leaderboard.paired import paired_tests, win_matrices
 from tasks.score.leaderboard.render import leaderboard_markdown
 
@@ -58,6 +65,18 @@ def win_matrix_csv(wins: Mapping[str, pd.DataFrame]) -> str:
     return _csv(pd.DataFrame(rows, columns=list(WIN_COLUMNS)), WIN_COLUMNS)
 
 
+def leaderboard_tables(
+    scores: pd.DataFrame, *, seed: int = 0, n_resamples: int = 2000, pairs: str = "next"
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, pd.DataFrame]]:
+    """(board, paired tests, win matrices) of ``scores``: the board as ``leaderboard``, the paired tests
+    (``pairs`` as in ``paired_tests``) and win matrices, like the board, over the instances every scored
+    system has (``on_common``)."""
+    board = leaderboard(scores, seed=seed, n_resamples=n_resamples)
+    common, _ = on_common(_checked_scores(scores))
+    paired = paired_tests(common, seed=seed, n_resamples=n_resamples, pairs=pairs)
+    return board, paired, win_matrices(common)
+
+
 def leaderboard_files(
     scores: pd.DataFrame,
     *,
@@ -67,14 +86,18 @@ def leaderboard_files(
     notes: Mapping[str, str] | None = None,
     release: str | None = None,
     baselines: Iterable[str] | None = None,
+    pairs: str = "next",
+    generation: Mapping[str, Mapping] | None = None,
+    tables: tuple[pd.DataFrame, pd.DataFrame, dict[str, pd.DataFrame]] | None = None,
 ) -> dict[str, str]:
     """Everything the leaderboard writes, by file name: leaderboard.md (title naming ``release``,
     board ordered by the primary score, paired tests, win matrices of the primary metrics),
     leaderboard.csv, paired_tests.csv, win_matrix.csv. The bootstrap and the permutation tests use
-    ``n_resamples`` and ``seed``; ``systems``, ``notes`` and ``baselines`` as in ``leaderboard_markdown``."""
-    board = leaderboard(scores, seed=seed, n_resamples=n_resamples)
-    paired = paired_tests(scores, seed=seed, n_resamples=n_resamples)
-    wins = win_matrices(scores)
+    ``n_resamples`` and ``seed``; ``pairs`` as in ``paired_tests``; ``systems``, ``notes``, ``baselines``
+    and ``generation`` as in ``leaderboard_markdown``; ``tables``: ``leaderboard_tables`` already made."""
+    board, paired, wins = tables or leaderboard_tables(
+        scores, seed=seed, n_resamples=n_resamples, pairs=pairs
+    )
     return {
         "leaderboard.md": leaderboard_markdown(
             board,
@@ -84,6 +107,7 @@ def leaderboard_files(
             wins=wins,
             release=release,
             baselines=baselines,
+            generation=generation,
         ),
         "leaderboard.csv": leaderboard_csv(board),
         "paired_tests.csv": paired_tests_csv(paired),

@@ -15,6 +15,7 @@ from tasks.score import registry
 from tasks.score.leaderboard.core import (
     PAIRED_COLUMNS,
     PAIRED_METHOD,
+    PAIRS,
     REFERENCE,
     TIE_TOLERANCE,
     _checked_scores,
@@ -112,14 +113,27 @@ def _paired_row(
         "ci_low": low,
         "ci_high": high,
         "p_value": p,
+        "p_holm": math.nan,  # set per metric once all its pairs are tested (_holm)
     }
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of ``p_values`` (one family of tests; NaN stays NaN and is not
+    counted): the k-th smallest of m p-values becomes max over j <= k of min(1, (m - j + 1) * p_(j))."""
+    idx = [i for i, p in enumerate(p_values) if not math.isnan(p)]
+    out = [math.nan] * len(p_values)
+    running = 0.0
+    for rank, i in enumerate(sorted(idx, key=lambda i: p_values[i])):
+        running = max(running, min(1.0, (len(idx) - rank) * p_values[i]))
+        out[i] = running
+    return out
 
 
 def _empty_paired() -> pd.DataFrame:
     out = pd.DataFrame({c: pd.Series(dtype=object) for c in PAIRED_COLUMNS})
     for c in ("rank", "n"):
         out[c] = out[c].astype("int64")
-    for c in ("mean_diff", "ci_low", "ci_high", "p_value"):
+    for c in ("mean_diff", "ci_low", "ci_high", "p_value", "p_holm"):
         out[c] = out[c].astype(float)
     return out
 
@@ -131,18 +145,23 @@ def paired_tests(
     n_resamples: int = 9999,
     confidence: float = 0.95,
     reference: str | None = REFERENCE,
+    pairs: str = "next",
 ) -> pd.DataFrame:
-    """Each system vs the next best, per metric, overall scope.
+    """Each system vs the next best (``pairs="next"``) or vs every system ranked below it
+    (``pairs="all"``), per metric, overall scope.
 
     Per metric (``metric_order``), systems are ranked by overall mean (``ranking``; ``reference`` is
     not ranked); the system at rank r is compared with the one at rank r + 1 over the instances both
     have defined: ``mean_diff`` = mean of (system - versus), in the metric's units (negative for the
     better system where lower is better), ``ci_low``/``ci_high`` its paired percentile bootstrap CI,
     ``p_value`` a two-sided sign-flip permutation test (exact when 2**n <= n_resamples). Both draw from
-    generators seeded by ``pair_seed``. Columns: PAIRED_COLUMNS; settings in ``attrs["paired"]``.
+    generators seeded by ``pair_seed``. ``p_holm`` is ``p_value`` adjusted by Holm's method over the
+    pairs of the metric (``holm``). Columns: PAIRED_COLUMNS; settings in ``attrs["paired"]``.
     """
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    if pairs not in PAIRS:
+        raise ValueError(f"pairs must be one of {', '.join(PAIRS)}, got {pairs!r}")
     df = _canonical(scores)
     rows = []
     for metric in metric_order(df["metric"].unique()):
@@ -150,14 +169,22 @@ def paired_tests(
         if len(order) < 2:
             continue
         wide = _wide(df, metric, order)
-        for r, pair in enumerate(zip(order, order[1:], strict=False), start=1):
-            rows.append(_paired_row(wide, pair, metric, r, (seed, n_resamples, confidence)))
+        tested = [
+            _paired_row(wide, (a, b), metric, r, (seed, n_resamples, confidence))
+            for r, a in enumerate(order, start=1)
+            for b in (order[r:] if pairs == "all" else order[r : r + 1])
+        ]
+        for row, adjusted in zip(tested, holm([t["p_value"] for t in tested]), strict=True):
+            row["p_holm"] = adjusted
+        rows += tested
     out = pd.DataFrame(rows, columns=list(PAIRED_COLUMNS)) if rows else _empty_paired()
     out.attrs["paired"] = {
         "method": PAIRED_METHOD,
         "confidence": confidence,
         "n_resamples": n_resamples,
         "seed": seed,
+        "pairs": pairs,
+        "correction": "Holm over the pairs of each metric (p_holm)",
     }
     return out
 

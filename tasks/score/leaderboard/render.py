@@ -211,6 +211,13 @@ def _caption(board: pd.DataFrame, scopes: list[str], order_text: str, *, wide: b
         parts.append("A cell with fewer defined values than its column shows its own n.")
     if n_undef:
         parts.append(f"{n_undef} undefined (instance, system, metric) value(s) excluded.")
+    common = board.attrs.get("common") or {}
+    if common.get("left_out"):
+        parts.append(
+            f"Ranked on the {common['instances']} of {common['of']} instances every scored system has "
+            f"({len(common['left_out'])} left out, some system has no report for them); a system's own mean "
+            "over all its instances follows as (own mean, n)."
+        )
     return " ".join(parts)
 
 
@@ -240,6 +247,17 @@ def _title(
         + "."
     )
     return [head, "", line, ""]
+
+
+def _generated_line(generation: Mapping[str, Mapping] | None, order: list[str]) -> list[str]:
+    """'Generated: a 22/22, b 0/22 (reports of instances).' for the systems that generate."""
+    shown = [s for s in order if generation and s in generation]
+    if not shown:
+        return []
+    parts = [
+        f"{_md_escape(s)} {int(generation[s]['generated'])}/{int(generation[s]['instances'])}" for s in shown
+    ]
+    return [f"Generated (reports / instances): {', '.join(parts)}.", ""]
 
 
 def _cells(board: pd.DataFrame) -> dict[tuple[str, str, str], dict]:
@@ -273,7 +291,16 @@ def _cell_text(c: dict | None, best: float, max_n: int) -> str:
         text = f"**{text}**"
     if int(c["n"]) < max_n:
         text += f" (n={int(c['n'])})"
-    return text
+    return text + _own_text(c)
+
+
+def _own_text(c: dict) -> str:
+    """' (own 0.480, n=21)' when the system has values on instances the common set leaves out (its own
+    full-n mean, beside the mean over the instances every system has)."""
+    own_n = c.get("own_n")
+    if own_n is None or (isinstance(own_n, float) and math.isnan(own_n)) or int(own_n) == int(c["n"]):
+        return ""
+    return f" (own {_fmt(float(c['own_mean']))}, n={int(own_n)})"
 
 
 def _judges_line(board: pd.DataFrame, metrics: list[str]) -> str:
@@ -376,16 +403,26 @@ def _paired_markdown(paired: pd.DataFrame, flags: Mapping[str, list[str]]) -> li
         if st
         else "resamples and seed not recorded"
     )
+    every = st.get("pairs") == "all"
     caption = (
         "Per metric, systems ranked by overall mean (best first; gold not ranked); each is compared with "
-        "the next one over the instances both have defined. Difference = mean of (system - next) in the "
+        + ("every system ranked below it" if every else "the next one")
+        + " over the instances both have defined. Difference = mean of (system - other) in the "
         f"metric's units (negative favours the system where lower is better); {level} CI by paired "
         "percentile bootstrap over instances; p = two-sided paired permutation test by sign flips of the "
         f"per-instance differences (exact when 2^n <= resamples); {settings}."
+        + (
+            " With every pair tested, read p_Holm: p adjusted by Holm's method over the pairs of the metric."
+            if every
+            else ""
+        )
     )
-    out = ["### Paired tests: each system vs the next best (overall)", "", f"_{caption}_", ""]
-    out.append(f"| Metric | Rank | System | vs next | n | Difference [{level} CI] | p |")
-    out.append("|---|---:|---|---|---:|---:|---:|")
+    title = "every pair" if every else "each system vs the next best"
+    out = [f"### Paired tests: {title} (overall)", "", f"_{caption}_", ""]
+    holm_head, holm_rule = (" p_Holm |", "---:|") if every else ("", "")
+    versus = "versus" if every else "vs next"
+    out.append(f"| Metric | Rank | System | {versus} | n | Difference [{level} CI] | p |{holm_head}")
+    out.append("|---|---:|---|---|---:|---:|---:|" + holm_rule)
     for r in paired.to_dict("records"):
         diff = (
             f"{_fmt_diff(r['mean_diff'], signed=True)} [{_fmt_diff(r['ci_low'])}, {_fmt_diff(r['ci_high'])}]"
@@ -396,6 +433,7 @@ def _paired_markdown(paired: pd.DataFrame, flags: Mapping[str, list[str]]) -> li
             f"| {_md_escape(_metric_label(str(r['metric'])))} | {int(r['rank'])} "
             f"| {_label(str(r['system']), flags)} | {_label(str(r['versus']), flags)} | {int(r['n'])} "
             f"| {diff} | {_fmt_p(float(r['p_value']))} |"
+            + (f" {_fmt_p(float(r.get('p_holm', math.nan)))} |" if every else "")
         )
     out.append("")
     return out
@@ -427,6 +465,21 @@ def _win_markdown(metric: str, wins: pd.DataFrame, flags: Mapping[str, list[str]
     return out
 
 
+def board_order(
+    board: pd.DataFrame, systems: Sequence[str] | None = None, generation: Mapping | None = None
+) -> list[str]:
+    """The board's systems in the order it shows them: gold first, then ``systems`` as given, then by
+    primary score, best first (systems with no score, e.g. none generated, last)."""
+    present = sorted(set(board["system"].astype(str).unique()) | set(generation or {}))
+    primary = _primary(board)
+    lower = (
+        not primary["composite"]
+        and bool(primary["metrics"])
+        and (primary["metrics"][0] in registry.lower_is_better())
+    )
+    return _system_order(present, systems, _primary_means(board, primary), lower)
+
+
 def leaderboard_markdown(
     board: pd.DataFrame,
     *,
@@ -436,6 +489,7 @@ def leaderboard_markdown(
     wins: Mapping[str, pd.DataFrame] | None = None,
     release: str | None = None,
     baselines: Iterable[str] | None = None,
+    generation: Mapping[str, Mapping] | None = None,
 ) -> str:
     """The board as Markdown: a title (``release``, e.g. "demo/0.1.0") and a line saying what is scored,
     then the board, then (when given) the paired tests and the win matrices.
@@ -451,17 +505,16 @@ def leaderboard_markdown(
     each row bold (lowest where lower is better; all of them on an exact tie), "(n=k)" on a cell with
     fewer defined values than its row, "–" for a missing cell. With one system: one table per metric,
     rows = systems, columns = scopes.
+
+    ``generation`` ({system: {"generated": k, "instances": n, ...}}) adds the line "Generated: system k/n"
+    under the title and gives every system it names a place on the board, one with no report included
+    (its cells "–").
     """
-    present = sorted(board["system"].astype(str).unique())
+    present = sorted(set(board["system"].astype(str).unique()) | set(generation or {}))
     primary = _primary(board)
-    lower = (
-        not primary["composite"]
-        and bool(primary["metrics"])
-        and (primary["metrics"][0] in registry.lower_is_better())
-    )
-    order = _system_order(present, systems, _primary_means(board, primary), lower)
+    order = board_order(board, systems, generation)
     flags = _flags(order, notes, baselines)
-    out = _title(board, release, order, flags)
+    out = _title(board, release, order, flags) + _generated_line(generation, order)
     if board.empty:
         return "\n".join([*out, "_No scores._", ""])
     order_text = _order_text(primary, order, fixed=bool([s for s in systems or () if s in present]))
