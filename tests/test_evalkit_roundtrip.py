@@ -52,8 +52,8 @@ def test_kit_answered_with_copy_sample_scores_like_copy_sample(demo_scored, tmp_
         timeout=900,
     )
     withheld = len(pd.read_parquet(release / "instances.parquet")) - len(rows)
-    if withheld:  # the kit leaves out chained instances: the submission lacks them, nothing is scored
-        assert strict.returncode == 2 and "missing" in strict.stderr and not out.exists()
+    # the kit leaves out chained instances: the submission lacks them, and needs no --allow-missing for that
+    assert withheld and strict.returncode == 0, strict.stderr[-3000:]
     scored = subprocess.run(
         [*args, "--out", str(out), "--allow-missing"],
         capture_output=True,
