@@ -34,14 +34,13 @@ def evaluate(
     input (release, config, submission) raises FrameInputError. `limit` is not supported yet (the
     `--limit` option of issue 35 point 2): any value raises FrameInputError."""
     import flows.score as score_flow
-    from flows.cli.score import _config_sha256, _score_plan
+    from flows.cli.score import _check_pairs, _config_sha256, _score_plan
     from flows.settings import configure_prefect
     from tasks.score.results_file import read_results
 
     if limit is not None:
         raise FrameInputError("limit", "not supported by this frame yet: score the whole release")
-    if pairs not in ("next", "all"):
-        raise FrameInputError("pairs", f"give next or all (got {pairs!r})")
+    _check_pairs(pairs)
     rel = Path(release)
     config = Path(config) if config is not None else None
     names = ",".join(systems) if systems is not None else ""

@@ -152,6 +152,35 @@ _TypeWeightOpt = Annotated[
 ]
 
 
+# Options of point 4 and 5 of issue 35 (docs/results.md), declared here to keep the command short.
+_MaxFailuresOpt = Annotated[
+    float,
+    typer.Option(
+        "--max-failures",
+        min=0.0,
+        max=1.0,
+        help="exit 1 when a system's share of failed generations exceeds this (0..1; default 0)",
+    ),
+]
+_PairsOpt = Annotated[
+    str, typer.Option("--pairs", help="paired tests: next (each system vs the next best) | all pairs")
+]
+
+
+_AllowMissingOpt = Annotated[
+    bool, typer.Option("--allow-missing", help="score a submission's reports even if some are missing")
+]
+_DryRunOpt = Annotated[
+    bool,
+    typer.Option("--dry-run", help="print requests, tokens and cost per role and system; call nothing"),
+]
+
+
+def _check_pairs(pairs: str) -> None:
+    if pairs not in ("next", "all"):
+        raise FrameInputError("--pairs", f"give next or all (got {pairs!r})")
+
+
 def score_cmd(
     release: ReleaseFolder,
     systems: Annotated[
@@ -206,32 +235,16 @@ def score_cmd(
             "config whose [llm] judges",
         ),
     ] = None,
-    allow_missing: Annotated[
-        bool, typer.Option("--allow-missing", help="score a submission's reports even if some are missing")
-    ] = False,
-    dry_run: Annotated[
-        bool,
-        typer.Option("--dry-run", help="print requests, tokens and cost per role and system; call nothing"),
-    ] = False,
+    allow_missing: _AllowMissingOpt = False,
+    dry_run: _DryRunOpt = False,
     out: Annotated[Path | None, typer.Option("--out", help="output folder (default data/scores/...)")] = None,
     no_preflight: NoPreflight = False,
-    max_failures: Annotated[
-        float,
-        typer.Option(
-            "--max-failures",
-            min=0.0,
-            max=1.0,
-            help="exit 1 when a system's share of failed generations exceeds this (0..1; default 0)",
-        ),
-    ] = 0.0,
-    pairs: Annotated[
-        str, typer.Option("--pairs", help="paired tests: next (each system vs the next best) | all pairs")
-    ] = "next",
+    max_failures: _MaxFailuresOpt = 0.0,
+    pairs: _PairsOpt = "next",
 ) -> None:
     """Score generated reports with metric families (default: FRAME's three); leaderboard with CIs; plots."""
     try:
-        if pairs not in ("next", "all"):
-            raise FrameInputError("--pairs", f"give next or all (got {pairs!r})")
+        _check_pairs(pairs)
         options = {"judge": judge, "embedder": embedder, "tree": tree, "max_items": max_items}
         options |= {"embed_precision": embed_precision}
         options |= {"seed": seed, "bootstrap": bootstrap, "gamma": gamma}
