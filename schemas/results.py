@@ -127,4 +127,3 @@ class Results(_Shape):
     config_sha256: str  # of the evaluation config file used, else of the run's request (docs/results.md)
     started_at: str  # UTC, ISO 8601
     scored_at: str
-    folder: str  # the output folder

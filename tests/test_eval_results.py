@@ -94,5 +94,5 @@ def test_evaluate_returns_the_results_of_the_same_run(scored, prefect_harness, t
     assert got == Results.model_validate_json((tmp_path / "api" / "results.json").read_text(encoding="utf-8"))
     assert got.config_sha256 == hashlib.sha256(config.read_bytes()).hexdigest()
     cli = Results.model_validate_json((scored["out"] / "results.json").read_text(encoding="utf-8"))
-    same = {"started_at", "scored_at", "folder", "config_sha256"}
+    same = {"started_at", "scored_at", "config_sha256"}
     assert got.model_dump(exclude=same) == cli.model_dump(exclude=same)

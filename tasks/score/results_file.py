@@ -126,7 +126,6 @@ def build_results(
         "config_sha256": run.config_sha256 or request_sha256(request),
         "started_at": run.extra.get("started_at") or manifest["scored_at"],
         "scored_at": manifest["scored_at"],
-        "folder": str(manifest["folder"]),
     }
     return Results.model_validate(data)
 

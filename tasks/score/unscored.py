@@ -1,9 +1,12 @@
 """A scoring run in which a requested system produced no report at all (every generation failed).
 
 Its failures are recorded per instance (manifest `generation_failures`, its generations.parquet), the
-other systems are scored as usual, leaderboard.md says which system was left out and why (`say_unscored`),
-the manifest lists it under `unscored_systems`, every output is written (empty tables when no system was
-scored: tasks.score.outputs.write_outputs), and `UnscoredSystems` ends the command with one line (exit 1).
+other systems are scored as usual, leaderboard.md keeps its column (no scores) and says why it has none
+(`say_unscored`), the manifest lists it under `unscored_systems`, every output is written (empty tables
+when no system was scored: tasks.score.outputs.write_outputs), and `UnscoredSystems` ends the flow.
+Every system's "generated k/n" (`generation_summary`) is on the board and in results.json; `frame score`
+prints one line per system with failures (`summary_line`) and exits 1 past `--max-failures`
+(`failed_systems`).
 """
 
 from __future__ import annotations
