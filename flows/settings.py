@@ -38,6 +38,7 @@ def configure_prefect(data_dir: Path | None = None, result_storage: Path | None 
 
 
 VERBOSE_ENV = "FRAME_VERBOSE"  # `frame -v` sets it; worker processes inherit it
+ENGINE_LINES = ("Finished in state", "Task run failed with ")  # Prefect's engine on a run's end
 
 
 def quiet_prefect_analytics() -> None:
@@ -89,6 +90,11 @@ def route_prefect_console(log_file: Path | None = None) -> None:
     class _Quiet(logging.Filter):
         def filter(self, record: logging.LogRecord) -> bool:
             if record.levelno < logging.WARNING:
+                return False
+            # a run's failure is said by frame in its own line (the step, system or instance named); the
+            # engine's lines about it ("Task run failed with ...", "Finished in state Failed") stay in the log
+            run = getattr(record, "task_run_name", None) or getattr(record, "flow_run_name", None)
+            if run and record.getMessage().startswith(ENGINE_LINES):
                 return False
             if record.exc_info or record.exc_text:  # one line here; the log file has the traceback
                 record.exc_info, record.exc_text = None, None

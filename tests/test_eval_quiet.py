@@ -48,33 +48,39 @@ def _on_a_terminal(args: list[str], env: dict[str, str], timeout: float = 240.0)
     return proc.wait(timeout=30), b"".join(chunks).decode("utf-8", "replace")
 
 
+# A program that fails on every instance: an expected failure, said in one line, never with a traceback.
+BROKEN = """[systems.broken]
+kind = "command"
+command = ["sh", "-c", "echo no-report-today >&2; exit 3"]
+timeout_s = 60
+"""
+
+
 def test_score_is_quiet_on_a_terminal_and_verbose_with_v(tmp_path):
     rel = write_release(tmp_path)  # tmp/data/releases/tiny/1.0.0
     logs = tmp_path / "data" / "logs"
-    score = ["score", "--release", str(rel), "--systems", "copy-sample", "--metrics", "rouge_l"]
+    (tmp_path / "eval.toml").write_text(BROKEN, encoding="utf-8")
+    score = ["score", "--release", str(rel), "--metrics", "rouge_l"]
     env = _env(tmp_path)
 
-    code, out = _on_a_terminal([*FRAME, *score, "--out", str(tmp_path / "quiet")], env)
-    assert code == 0, out[-3000:]
+    both = ["--config", str(tmp_path / "eval.toml"), "--systems", "broken,copy-sample"]
+    _, out = _on_a_terminal([*FRAME, *score, *both, "--out", str(tmp_path / "quiet")], env)
     assert "Leaderboard" in out and f"scores: {tmp_path / 'quiet'}" in out  # the summary
     assert not PREFECT_INFO.search(out), out[-3000:]
     assert not ANALYTICS.search(out), out[-3000:]
+    # the failure is named by frame's own lines: no traceback, no engine lines about the failed task
+    assert "exited with code 3: no-report-today" in out
+    assert "Traceback" not in out and "Task run failed with" not in out, out[-3000:]
     (log,) = logs.glob("score-*.log")
     text = log.read_text(encoding="utf-8")
-    # the log file keeps every task run's line, named as the terminal names them with -v
-    assert re.search(
-        r"INFO prefect\.task_runs Task run 'score · rouge · copy-sample · [^']+' - Finished", text
-    )
+    # the log file keeps every task run's line, named as the terminal names them with -v, and the traceback
+    task_line = r"INFO prefect\.task_runs Task run 'score · rouge · copy-sample · [^']+' - Finished"
+    assert re.search(task_line, text)
     assert "Beginning flow run" in text
+    assert "Task run 'generate · broken · " in text and "Traceback (most recent call last)" in text
 
-    loud = subprocess.run(
-        [*FRAME, "-v", *score, "--out", str(tmp_path / "loud")],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=240,
-    )
+    verbose = [*FRAME, "-v", *score, "--systems", "copy-sample", "--out", str(tmp_path / "loud")]
+    loud = subprocess.run(verbose, capture_output=True, text=True, env=env, cwd=ROOT, timeout=240)
     assert loud.returncode == 0, loud.stderr[-3000:]
     said = loud.stdout + loud.stderr
     assert re.search(r"\| INFO +\| Task run 'score · rouge · copy-sample · [^']+' - Finished in state", said)
