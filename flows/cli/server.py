@@ -42,7 +42,7 @@ def server_start(
     if rec.get("stale"):
         print(f"stale server record removed: {rec['stale']}; nothing signalled", file=sys.stderr)
     print(f"{'already running' if rec['already'] else 'started'}: {rec['url']} (pid {rec['pid']})")
-    print(f"UI: {ui_url(rec)}" if ui_url(rec) else "UI: off (--no-ui)")
+    print(f"UI: {ui_url(rec)}" if ui_url(rec) else "UI: off")
 
 
 def ui_cmd(config: ConfigOption = None, data: DataOption = None) -> None:
@@ -91,6 +91,7 @@ def server_stop(config: ConfigOption = None, data: DataOption = None) -> None:
 def server_status(config: ConfigOption = None, data: DataOption = None) -> None:
     """Whether the data folder has a running background Prefect server (exit 1 if not)."""
     from flows.server import server_status as checked_status
+    from flows.server import ui_url
 
     try:
         data_dir = _data_dir_of(config, data)
@@ -103,6 +104,7 @@ def server_status(config: ConfigOption = None, data: DataOption = None) -> None:
         print("no server running (commands start a temporary one)")
         raise typer.Exit(1)
     print(f"running: {rec['url']} (pid {rec['pid']}, since {rec.get('started_at', '?')})")
+    print(f"UI: {ui_url(rec)}" if ui_url(rec) else "UI: off")
 
 
 def serve_cmd(
