@@ -23,8 +23,13 @@ setup: $(STAMP)
 
 DEMO_VERSION ?= 0.1.0
 
+# The demo release, then the folder of reports configs/eval-demo.toml's [systems.my-submission] scores
+# (copy-sample's: S as each instance's report), then what to run next.
 demo: $(STAMP)
 	$(BIN)/frame build --config configs/demo.toml --release demo --version $(DEMO_VERSION)
+	$(BIN)/frame generate --release data/releases/demo/$(DEMO_VERSION) --system copy-sample
+	@echo "next (README.md, Evaluate a model): source $(VENV)/bin/activate, then"
+	@echo "  frame score --release data/releases/demo/$(DEMO_VERSION) --config configs/eval-demo.toml"
 
 test: $(STAMP)
 	$(BIN)/ruff check .

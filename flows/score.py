@@ -29,6 +29,7 @@ from flows.score_tasks import (
     score_task,
     sha,
 )
+from flows.steps import score_run_name
 from schemas.config import LLMSettings, RunSettings
 from schemas.scoring import MetricResult, ScoreSettings
 from tasks.errors import FrameInputError
@@ -170,7 +171,12 @@ def _notes(systems: dict[str, ReportSystem | None], llm: LLMSettings | None, env
     }
 
 
-@flow(name="score", log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=2))
+@flow(
+    name="score",
+    flow_run_name=score_run_name,
+    log_prints=True,
+    task_runner=ThreadPoolTaskRunner(max_workers=2),
+)
 def score_release_flow(
     release: str,
     systems: dict[str, ReportSystem | None],

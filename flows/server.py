@@ -41,6 +41,7 @@ __all__ = [
     "stop_server",
     "temporary_server_ready",
     "temporary_server_url",
+    "ui_url",
 ]
 
 
@@ -222,6 +223,12 @@ def check_server(data_dir: Path, patience_s: float = 2.0) -> tuple[dict | None, 
     return {**rec, "pid": pid, "url": url, "start_time": started}, None
 
 
+def ui_url(rec: dict) -> str | None:
+    """The address of the Prefect UI a server record's server serves (its root), or None when it was
+    started without it (`--no-ui`, or by a frame before the UI was served)."""
+    return rec["url"].removesuffix("/api") + "/" if rec.get("ui") else None
+
+
 def running_server(data_dir: Path) -> dict | None:
     """The data folder's background server ({pid, url, started_at}) when the record is provably its
     (`check_server`), else None. A stale record is ignored here (`frame server` commands remove it)."""
@@ -276,26 +283,30 @@ def _port_taken(port: int) -> bool:
     return False
 
 
-def start_server(data_dir: Path, timeout_s: float = 120.0) -> dict:
-    """Start the background server of `data_dir` (or return the one already running: "already"). Under the
-    folder's server lock, so that two starts at once leave one server; a stale record is removed ("stale"
-    says why)."""
+def start_server(data_dir: Path, timeout_s: float = 120.0, ui: bool = True) -> dict:
+    """Start the background server of `data_dir` (or return the one already running: "already"), serving
+    Prefect's UI unless not `ui`. Under the folder's server lock, so that two starts at once leave one
+    server; a stale record is removed ("stale" says why)."""
     data_dir = Path(data_dir).resolve()
     with _server_lock(data_dir, timeout_s + 60.0):
         found, stale = _drop_stale(data_dir)
         if found is not None:
             return {**found, "already": True}
-        rec = _launch(data_dir, timeout_s)
+        rec = _launch(data_dir, timeout_s, ui)
     return {**rec, "already": False, **({"stale": stale} if stale else {})}
 
 
-def _launch(data_dir: Path, timeout_s: float) -> dict:
+def _launch(data_dir: Path, timeout_s: float, ui: bool = True) -> dict:
     port = _free_port()
     url = f"http://127.0.0.1:{port}/api"
     home = _server_home(data_dir)
     home.mkdir(parents=True, exist_ok=True)
     env = {**SERVER_DEFAULTS, **{k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}}
-    env.update(PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false", PREFECT_UI_ENABLED="false")
+    # the folder's own home: its database is the folder's run history, which the UI shows
+    env.update(PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false")
+    env["PREFECT_UI_ENABLED"] = "true" if ui else "false"
+    # the UI asks its API here (Prefect's default is port 4200, not the free port chosen above)
+    env.setdefault("PREFECT_UI_API_URL", url)
     log = (data_dir / "logs").resolve()
     log.mkdir(parents=True, exist_ok=True)
     with open(log / "prefect-server.log", "ab") as out:
@@ -315,6 +326,7 @@ def _launch(data_dir: Path, timeout_s: float) -> dict:
             raise RuntimeError(f"the Prefect server did not start (see {log / 'prefect-server.log'})")
         time.sleep(0.3)
     rec = {"pid": proc.pid, "url": url, "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    rec["ui"] = ui
     atomic_write_text(record_path(data_dir), json.dumps(rec, sort_keys=True) + "\n")
     return rec
 

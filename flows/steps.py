@@ -41,6 +41,21 @@ def run_name(*parts: object) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
+def score_run_name() -> str:
+    """The score flow's run name, as builds are named ("build demo 0.1.0"): "score demo 0.1.0: gold,
+    copy-sample" (release, version, the systems; more than three counted)."""
+    from pathlib import Path
+
+    from prefect.runtime import flow_run
+
+    p = flow_run.parameters
+    rel = Path(str(p.get("release") or ""))
+    names = list(p.get("systems") or [])
+    more = f" +{len(names) - 3}" if len(names) > 3 else ""
+    systems = f": {', '.join(names[:3])}{more}" if names else ""
+    return f"score {rel.parent.name} {rel.name}{systems}".replace("  ", " ")
+
+
 def run_name_template(step: str, *params: str) -> str:
     """A Prefect `task_run_name` template naming `step` and the values of the task's parameters
     `params`: run_name_template("score", "family", "system", "instance_id") ->

@@ -18,6 +18,9 @@ CORPUS = Path(os.environ.get("FRAME_CORPUS", ROOT.parent / "shared" / "corpus"))
 # fp32 stays the reference in tests: MiniLM in bf16 (`auto` on CPUs with bf16 instructions) moves scores
 # by up to ~0.002, which benchmarks/scoring.py measures; tests that want bf16 ask for it explicitly.
 os.environ.setdefault("FRAME_EMBED_PRECISION", "fp32")
+# `frame -v` for every command a test runs: tests read Prefect's task-run lines (names, states) off its
+# output, which a quiet `frame` keeps in the log file (tests/test_eval_quiet.py checks the quiet default).
+os.environ.setdefault("FRAME_VERBOSE", "1")
 
 
 def _run_folder(var: str, prefix: str) -> Path:

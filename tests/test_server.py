@@ -10,6 +10,7 @@ from pathlib import Path
 
 from flows.server import SERVER_DEFAULTS
 from tests.conftest import frame_env
+from tests.test_eval_ui import _get
 from tests.test_score_openai_flow import write_release
 
 FRAME = str(Path(sys.executable).with_name("frame"))
@@ -28,6 +29,14 @@ def test_a_data_folders_server_is_used_by_its_commands(tmp_path):
     try:
         assert started.returncode == 0 and "started: http://127.0.0.1:" in started.stdout, started.stderr
         url = started.stdout.split("started: ")[1].split()[0]
+        # it serves Prefect's UI (issue 35 point 10; --no-ui: tests/test_eval_ui.py), which `frame ui` names
+        root = url.removesuffix("/api") + "/"
+        assert f"UI: {root}" in started.stdout
+        shown = frame("ui", "--data", str(data))
+        assert shown.returncode == 0 and shown.stdout.strip() == root, shown.stderr
+        code, kind, page = _get(root)
+        assert code == 200 and kind.startswith("text/html") and "<html" in page.lower()
+        assert json.loads(_get(f"{root}ui-settings")[2])["api_url"] == url  # not Prefect's default port
         again = frame("server", "start", "--data", str(data))
         assert f"already running: {url}" in again.stdout
         # the server records task-run events in batches (flows/server.py SERVER_DEFAULTS)
@@ -42,6 +51,9 @@ def test_a_data_folders_server_is_used_by_its_commands(tmp_path):
         used = frame(*score)
         assert used.returncode == 0, used.stderr[-2000:]
         assert "temporary server" not in used.stdout + used.stderr  # it reported to the folder's server
+        # the folder's run history holds that run, named like a build run (flows.steps.score_run_name)
+        code, _, body = _get(f"{url}/flow_runs/filter", {})
+        assert code == 200 and [r["name"] for r in json.loads(body)] == ["score tiny 1.0.0: copy-sample"]
     finally:
         stopped = frame("server", "stop", "--data", str(data))
     assert stopped.returncode == 0 and f"stopped: {url}" in stopped.stdout

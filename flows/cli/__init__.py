@@ -6,7 +6,11 @@ Prefect is imported only by the commands that run flows, so `frame ground` start
 
 from __future__ import annotations
 
+import os
 import sys
+from typing import Annotated
+
+import typer
 
 from flows.cli import running
 from flows.cli.build import build_cmd, refresh_cmd, rerun_cmd
@@ -18,7 +22,7 @@ from flows.cli.metrics import align_cmd, annotate_cmd, metrics_cmd, report_cmd
 from flows.cli.release import export_eval_cmd, qa_gold_cmd, release_diff, release_verify
 from flows.cli.running import _run_with_bar
 from flows.cli.score import generate_cmd, score_cmd
-from flows.cli.server import serve_cmd, server_start, server_status, server_stop
+from flows.cli.server import serve_cmd, server_start, server_status, server_stop, ui_cmd
 from flows.cli.status import status_cmd
 from flows.configs import eval_or_build_config
 from flows.meta import meta_app
@@ -42,6 +46,28 @@ qa_app = FrameTyper(no_args_is_help=True, help="Construction quality checks.")
 release_app = FrameTyper(no_args_is_help=True, help="Versioned parquet releases.")
 server_app = FrameTyper(no_args_is_help=True, help="A background Prefect server for a data folder.")
 
+
+@app.callback()
+def _frame(
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Show Prefect's log lines (every task run) on the terminal too; by default they go only "
+            "to the run's log file (data/logs/) and the terminal shows the progress bar, warnings and the "
+            "summary.",
+        ),
+    ] = False,
+) -> None:
+    """frame: FRAME benchmark builder."""
+    from flows.settings import VERBOSE_ENV, quiet_prefect_analytics
+
+    if verbose:
+        os.environ[VERBOSE_ENV] = "1"  # read where the logs are routed (flows.settings), also by workers
+    quiet_prefect_analytics()  # before any command imports Prefect
+
+
 # Registered here, in the order `frame --help` lists them: commands first, then the groups.
 app.command()(ground)
 app.command("ground-domains")(ground_domains)
@@ -50,6 +76,7 @@ app.command("rerun")(rerun_cmd)
 app.command("refresh")(refresh_cmd)
 app.command("status")(status_cmd)
 app.command("serve")(serve_cmd)
+app.command("ui")(ui_cmd)
 app.command("generate")(generate_cmd)
 app.command("score")(score_cmd)
 app.command("split")(split_cmd)

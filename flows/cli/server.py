@@ -21,14 +21,19 @@ def _data_dir_of(config: Path | None, data: Path | None) -> Path:
     return data or Path("data")
 
 
-def server_start(config: ConfigOption = None, data: DataOption = None) -> None:
+def server_start(
+    config: ConfigOption = None,
+    data: DataOption = None,
+    no_ui: Annotated[bool, typer.Option("--no-ui", help="Serve the API only, not Prefect's UI.")] = False,
+) -> None:
     """Start one local Prefect server for the data folder in the background: every later command on it
-    uses that server instead of starting a temporary one."""
-    from flows.server import start_server
+    uses that server instead of starting a temporary one, and its UI (`frame ui` prints the address)
+    shows the folder's run history."""
+    from flows.server import start_server, ui_url
 
     try:
         data_dir = _data_dir_of(config, data)
-        rec = start_server(data_dir)
+        rec = start_server(data_dir, ui=not no_ui)
     except FrameInputError as exc:
         _fail(exc)
     except RuntimeError as exc:
@@ -37,6 +42,34 @@ def server_start(config: ConfigOption = None, data: DataOption = None) -> None:
     if rec.get("stale"):
         print(f"stale server record removed: {rec['stale']}; nothing signalled", file=sys.stderr)
     print(f"{'already running' if rec['already'] else 'started'}: {rec['url']} (pid {rec['pid']})")
+    print(f"UI: {ui_url(rec)}" if ui_url(rec) else "UI: off")
+
+
+def ui_cmd(config: ConfigOption = None, data: DataOption = None) -> None:
+    """Print the address of the Prefect UI of the data folder's background server (exit 1, saying how to
+    start one, when none runs or it runs without its UI)."""
+    from flows.server import running_server, ui_url
+
+    try:
+        data_dir = _data_dir_of(config, data)
+        rec = running_server(data_dir)
+    except FrameInputError as exc:
+        _fail(exc)
+    start = f"frame server start --data {data_dir}"
+    if rec is None:
+        print(
+            f"frame: error: no Prefect server runs for data folder {data_dir}: start one with `{start}`",
+            file=sys.stderr,
+        )
+        raise typer.Exit(1)
+    if ui_url(rec) is None:
+        print(
+            f"frame: error: the Prefect server of data folder {data_dir} runs without its UI: "
+            f"`frame server stop --data {data_dir}`, then `{start}`",
+            file=sys.stderr,
+        )
+        raise typer.Exit(1)
+    print(ui_url(rec))
 
 
 def server_stop(config: ConfigOption = None, data: DataOption = None) -> None:
@@ -58,6 +91,7 @@ def server_stop(config: ConfigOption = None, data: DataOption = None) -> None:
 def server_status(config: ConfigOption = None, data: DataOption = None) -> None:
     """Whether the data folder has a running background Prefect server (exit 1 if not)."""
     from flows.server import server_status as checked_status
+    from flows.server import ui_url
 
     try:
         data_dir = _data_dir_of(config, data)
@@ -70,6 +104,7 @@ def server_status(config: ConfigOption = None, data: DataOption = None) -> None:
         print("no server running (commands start a temporary one)")
         raise typer.Exit(1)
     print(f"running: {rec['url']} (pid {rec['pid']}, since {rec.get('started_at', '?')})")
+    print(f"UI: {ui_url(rec)}" if ui_url(rec) else "UI: off")
 
 
 def serve_cmd(
