@@ -237,3 +237,23 @@ def test_serve_on_localhost(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_system_without_reports_has_its_page(tmp_path):
+    """A system every generation of which failed: in the leaderboard with no score, its page says why."""
+    run = write_run(tmp_path / "data")
+    gens = [
+        {"instance_id": IID, "system": "down", "markdown": "", "metadata_json": "{}", "error": "HTTP 503"}
+    ]
+    _parquet(tmp_path / "data/generations/t/1.0/down/generations.parquet", gens)
+    lb = pd.read_csv(run / "leaderboard.csv")
+    lb = pd.concat([lb, pd.DataFrame([{"system": "down", "scope": "overall", "metric": "coverage", "n": 0}])])
+    lb.to_csv(run / "leaderboard.csv", index=False)
+    res = _view(str(run), "--out", str(tmp_path / "site"))
+    assert res.exit_code == 0, res.output
+    index = (tmp_path / "site/index.html").read_text(encoding="utf-8")
+    assert ">down</a>" in index and "HTTP 503" in index
+    page = next(p for p in (tmp_path / "site/systems").iterdir() if p.name.startswith("down-"))
+    assert "HTTP 503" in page.read_text(encoding="utf-8")
+    inst = next((tmp_path / "site/instances").glob("*.html")).read_text(encoding="utf-8")
+    assert "report: down" in inst and "no report: HTTP 503" in inst

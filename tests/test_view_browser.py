@@ -8,6 +8,7 @@ tests skip, saying so.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -97,6 +98,27 @@ def _dom(tmp: Path, url: str) -> _Dom:
     return d
 
 
+def _page_requests(tmp: Path, url: str) -> list[str]:
+    """URLs other than file:// that the page at `url` requested, from chromium's net log: requests with
+    an initiator (a file:// page's is "null"); chromium's own background requests have none."""
+    net = tmp / "net.json"
+    net.unlink(missing_ok=True)
+    _chromium(tmp, url, f"--log-net-log={net}", "--dump-dom")
+    text = net.read_text(encoding="utf-8", errors="replace").rstrip()
+    try:
+        log = json.loads(text)
+    except ValueError:  # a log cut at exit lacks its closing brackets
+        log = json.loads(text.rstrip(",") + "]}")
+    start = log["constants"]["logEventTypes"]["URL_REQUEST_START_JOB"]
+    return [
+        e["params"]["url"]
+        for e in log["events"]
+        if e["type"] == start
+        and e.get("params", {}).get("initiator") not in (None, "not an origin")
+        and not e["params"].get("url", "file:").startswith("file:")
+    ]
+
+
 def _words(text: str) -> str:
     return " ".join(text.split())
 
@@ -116,6 +138,7 @@ def site(demo_scored, tmp_path_factory) -> dict:
     assert res.returncode == 0, res.stderr[-2000:]
     run = demo_scored["out"]
     return {
+        "index": _dom(tmp, (out / "index.html").as_uri()),
         "out": out,
         "tmp": tmp,
         "run": run,
@@ -134,7 +157,7 @@ def _link_to(dom: _Dom, text: str, folder: str) -> str:
 
 
 def test_index_lists_every_system_of_the_leaderboard(site):
-    dom = _dom(site["tmp"], (site["out"] / "index.html").as_uri())
+    dom = site["index"]
     systems = set(site["leaderboard"]["system"])
     assert systems == {"gold", "copy-sample", "extractive"}
     for s in systems:
@@ -146,8 +169,7 @@ def test_index_lists_every_system_of_the_leaderboard(site):
 
 @pytest.mark.parametrize(("metric", "direction"), [("coverage", "asc"), ("text_edit_distance", "desc")])
 def test_system_page_sorts_by_a_metric(site, metric, direction):
-    index = _dom(site["tmp"], (site["out"] / "index.html").as_uri())
-    page = site["out"] / _link_to(index, "extractive", "systems")
+    page = site["out"] / _link_to(site["index"], "extractive", "systems")
     dom = _dom(site["tmp"], f"{page.as_uri()}?sort={metric}&dir={direction}")
     assert dom.sorted == [f"{metric} {direction}"]
     head = next(r for r in dom.rows if r and r[0][0] == "instance")
@@ -166,8 +188,7 @@ def test_system_page_sorts_by_a_metric(site, metric, direction):
 def test_instance_page_shows_s_y_reports_and_evidence(site):
     inst = site["instances"].set_index("instance_id")
     iid = "financial_annual/GOOGL-10-K/2023-12-31->2024-12-31"
-    index = _dom(site["tmp"], (site["out"] / "index.html").as_uri())
-    dom = _dom(site["tmp"], (site["out"] / _link_to(index, iid, "instances")).as_uri())
+    dom = _dom(site["tmp"], (site["out"] / _link_to(site["index"], iid, "instances")).as_uri())
     text = _words(" ".join(dom.text))
     report = pd.read_parquet(site["generations"] / "extractive" / "generations.parquet").set_index(
         "instance_id"
@@ -194,7 +215,7 @@ def test_instance_page_shows_s_y_reports_and_evidence(site):
 
 def test_no_request_leaves_file_urls(site):
     """Every link of every page is a relative path to a file of the site, nothing is loaded from anywhere
-    (no src, no url(), no @import), and chromium's net log of the heaviest pages holds no http(s) request."""
+    (no src, no url(), no @import), and in chromium the heaviest page requests nothing but file:// URLs."""
     out = site["out"]
     files = sorted(out.rglob("*.html"))
     assert len(files) == 1 + 3 + 22 + 22 * 3
@@ -205,8 +226,29 @@ def test_no_request_leaves_file_urls(site):
         for href in re.findall(r'href="([^"]*)"', html):
             assert not re.match(r"[a-z][a-z0-9+.-]*:|//|/", href, re.I), (f, href)
             assert (f.parent / href.split("?")[0].split("#")[0]).resolve().is_file(), (f, href)
-    net = site["tmp"] / "net.json"
     biggest = max(files, key=lambda p: p.stat().st_size)
-    _chromium(site["tmp"], biggest.as_uri(), f"--log-net-log={net}", "--dump-dom")
-    urls = set(re.findall(r'"url"\s*:\s*"([^"]+)"', net.read_text(encoding="utf-8", errors="replace")))
-    assert not {u for u in urls if re.match(r"(https?|wss?|ftp)://", u)}, urls
+    assert _page_requests(site["tmp"], biggest.as_uri()) == []
+    # the check sees a page's request: a page that loads an image from 127.0.0.1 (port 9, refused at once)
+    control = site["tmp"] / "control.html"
+    control.write_text('<html><body><img src="http://127.0.0.1:9/x.png"></body></html>', encoding="utf-8")
+    assert _page_requests(site["tmp"], control.as_uri()) == ["http://127.0.0.1:9/x.png"]
+
+
+def test_hostile_report_does_not_run_in_the_browser(tmp_path):
+    """A report carrying <script>, an onerror handler and an iframe (tests/test_view.py's run): in the
+    browser its page keeps its own title, holds no such element, and shows the markup as text."""
+    from tasks.view.load import load_run
+    from tasks.view.site import write_site
+    from tests.test_view import EVIL, write_run
+
+    out = tmp_path / "site"
+    write_site(load_run(write_run(tmp_path / "data")), out)
+    page = next((out / "instances").glob("*.html"))
+    dom_text = _chromium(tmp_path, page.as_uri(), "--dump-dom")
+    assert re.search(r"<title>instance: [^<]*</title>", dom_text)
+    assert "pwned" not in re.search(r"<title>(.*?)</title>", dom_text).group(1)
+    assert not re.search(r"<(img|iframe)\b", dom_text)
+    d = _Dom()
+    d.feed(dom_text)
+    text = " ".join(d.text)
+    assert "<script>document.title='pwned'</script>" in text and f"report: {EVIL}" in text

@@ -155,5 +155,5 @@ def system_page(run: Run, system: str) -> str:
         f'<h2>Instances ({len(rows)})</h2><p class="muted">Click a header to sort '
         f"(or open this page with <code>?sort=METRIC&amp;dir=asc|desc</code>). {esc(note)}</p>"
     )
-    parts.append(sortable_table(cols, rows))
+    parts.append(sortable_table(cols, rows, main=True))
     return page(f"system: {system}", "".join(parts), [("../index.html", "index")])

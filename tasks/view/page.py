@@ -29,8 +29,8 @@ __all__ = [
     "table",
 ]
 
-# Sorts a table by a column: clicking a header, or `?sort=<column>&dir=asc|desc` (or the same after `#`)
-# on load. Cells carry their sort key in data-v (numbers), rows without one go last.
+# Sorts a table by a column: clicking a header, or (the page's main table) `?sort=<column>&dir=asc|desc`
+# (or the same after `#`) on load. Cells carry their sort key in data-v (numbers), rows without one go last.
 SCRIPT = """
 (function(){
 function key(td,num){var v=td?td.getAttribute('data-v'):null;if(v===null)v=td?td.textContent:'';
@@ -50,7 +50,8 @@ ts.forEach(function(t){var hs=t.tHead.rows[0].cells;Array.prototype.forEach.call
 h.addEventListener('click',function(){var d=h.getAttribute('aria-sort')==='descending'?'asc':'desc';
 sortBy(t,h.getAttribute('data-col'),d);});});});
 var q=new URLSearchParams(location.search||location.hash.replace(/^#/,''));var name=q.get('sort');
-if(name)ts.forEach(function(t){sortBy(t,name,q.get('dir')==='asc'?'asc':'desc');});
+if(name)document.querySelectorAll('table.sortable[data-main]').forEach(function(t){
+sortBy(t,name,q.get('dir')==='asc'?'asc':'desc');});
 })();
 """.strip()
 _SCRIPT_HASH = base64.b64encode(hashlib.sha256(SCRIPT.encode("utf-8")).digest()).decode("ascii")
@@ -150,15 +151,19 @@ def num_cell(value: object, digits: int = 3) -> str:
     return f'<td class="n"{key}>{text}</td>'
 
 
-def sortable_table(columns: Sequence[tuple[str, str, bool]], rows: Iterable[Sequence[str]]) -> str:
-    """A table the page's script sorts: `columns` = (key for ?sort=, header text, numeric)."""
+def sortable_table(
+    columns: Sequence[tuple[str, str, bool]], rows: Iterable[Sequence[str]], main: bool = False
+) -> str:
+    """A table the page's script sorts on a click: `columns` = (key, header text, numeric); the page's
+    `main` table also by `?sort=<key>&dir=asc|desc` on load."""
     head = "".join(
         f'<th data-col="{esc(k)}" data-num="{int(n)}" title="sort by {esc(t)}">{esc(t)}</th>'
         for k, t, n in columns
     )
     body = "".join("<tr>" + "".join(_cell(c) for c in r) + "</tr>" for r in rows)
     return (
-        f'<div class="wide"><table class="sortable"><thead><tr>{head}</tr></thead>'
+        f'<div class="wide"><table class="sortable"{" data-main" if main else ""}>'
+        f"<thead><tr>{head}</tr></thead>"
         f"<tbody>{body}</tbody></table></div>"
     )
 
