@@ -131,8 +131,9 @@ def system_page(run: Run, system: str) -> str:
     category = dict(zip(run.instances["instance_id"], run.instances["category"], strict=True))
     rows = []
     for iid in values.index:
+        link = f'<a href="{esc(instance_href(iid, "../"))}">{esc(iid)}</a>' if iid in category else esc(iid)
         row = [
-            f'<td data-v="{esc(iid)}"><a href="{esc(instance_href(iid, "../"))}">{esc(iid)}</a></td>',
+            f'<td data-v="{esc(iid)}">{link}</td>',
             esc(category.get(iid, "")),
         ]
         row += [num_cell(values.at[iid, m]) for m in metrics]
