@@ -257,3 +257,11 @@ def test_system_without_reports_has_its_page(tmp_path):
     assert "HTTP 503" in page.read_text(encoding="utf-8")
     inst = next((tmp_path / "site/instances").glob("*.html")).read_text(encoding="utf-8")
     assert "report: down" in inst and "no report: HTTP 503" in inst
+
+
+def test_evidence_summary_counts_failures_at_the_metrics_cut(site):
+    inst = next((site / "instances").glob("*.html")).read_text(encoding="utf-8")
+    # coverage: 1 unit of 2 below 0.75 (the score's own threshold); faithfulness: the claim at 0.6 too
+    assert '<b>coverage</b> = 0.500 <span class="muted">(1 missed of 2)</span>' in inst
+    assert '<b>faithfulness</b> = 0.300 <span class="muted">(1 unsupported of 1)</span>' in inst
+    assert inst.index('data-system="evil&lt;b&gt;"') < inst.index('data-system="gold"')  # systems before Y

@@ -16,7 +16,7 @@ from tasks.score.diagnostic.failures import MISS_BELOW
 from tasks.score.headings import same_heading
 from tasks.view.page import esc, fmt, markdown_headings, table
 
-__all__ = ["detail_table", "headings_alignment", "metric_evidence", "parse_detail"]
+__all__ = ["detail_table", "evidence_summary", "headings_alignment", "metric_evidence", "parse_detail"]
 
 HEADING_CUTOFF = 80.0  # rapidfuzz token_sort_ratio for "the same heading" (the rubric's section match)
 _COLUMNS = ("kind", "text", "source", "score", "stage", "evidence", "evidence_ref", "rationale")
@@ -27,16 +27,14 @@ def _pre(text: object) -> str:
 
 
 def _rows(items: pd.DataFrame, cols: list[tuple[str, str]]) -> list[list[str]]:
-    out = []
-    for r in items.to_dict("records"):
-        row = []
-        for c, how in cols:
-            v = r.get(c, "")
-            row.append(
-                f'<td class="n">{fmt(v, 2)}</td>' if how == "n" else (_pre(v) if how == "pre" else esc(v))
-            )
-        out.append(row)
-    return out
+    columns = [items[c].tolist() if c in items else [""] * len(items) for c, _ in cols]
+    return [
+        [
+            f'<td class="n">{fmt(v, 2)}</td>' if how == "n" else (_pre(v) if how == "pre" else esc(v))
+            for v, (_, how) in zip(values, cols, strict=True)
+        ]
+        for values in zip(*columns, strict=True)
+    ]
 
 
 def _split(
@@ -142,15 +140,28 @@ def metric_evidence(metric: str, items: pd.DataFrame, detail: dict | None = None
         return '<p class="muted">No evidence items.</p>'
     items = items.sort_values("index", kind="mergesort")
     fam = next((f for f, cls in registry.families().items() if metric in cls.metric_names()), "")
-    kind = registry.spec(metric).evidence
-    render = _BY_FAMILY.get(fam) or _BY_EVIDENCE.get(kind) or _generic
+    render = _BY_FAMILY.get(fam) or _BY_EVIDENCE.get(registry.spec(metric).evidence) or _generic
+    return render(items, _cut(metric, detail))
+
+
+def _cut(metric: str, detail: dict | None) -> float:
+    """Below this an item is missed / unsupported / failed: full credit for a rubric item, else the
+    metric's own `threshold` in the score's detail, else MISS_BELOW."""
+    if registry.spec(metric).evidence == "checks":
+        return 1.0
     cut = (detail or {}).get("threshold", MISS_BELOW)
-    cut = (
-        1.0
-        if kind == "checks"
-        else (float(cut) if isinstance(cut, int | float) and 0 < cut <= 1 else MISS_BELOW)
-    )
-    return render(items, cut)
+    return float(cut) if isinstance(cut, int | float) and 0 < cut <= 1 else MISS_BELOW
+
+
+_FAILED = {"recall": "missed", "support": "unsupported", "checks": "failed"}
+
+
+def evidence_summary(metric: str, items: pd.DataFrame, detail: dict | None = None) -> str:
+    """ "k missed of n" (unsupported, failed) for a metric whose items have verdicts, else "n item(s)"."""
+    word = _FAILED.get(registry.spec(metric).evidence)
+    if word is None or items.empty:
+        return f"{len(items)} evidence item(s)"
+    return f"{int((items['score'] < _cut(metric, detail)).sum())} {word} of {len(items)}"
 
 
 def parse_detail(detail_json: object) -> dict:

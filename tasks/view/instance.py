@@ -9,12 +9,19 @@ from itertools import combinations
 import pandas as pd
 
 from tasks.view.board import instance_href, system_href
-from tasks.view.evidence import detail_table, headings_alignment, metric_evidence, parse_detail
+from tasks.view.evidence import (
+    detail_table,
+    evidence_summary,
+    headings_alignment,
+    metric_evidence,
+    parse_detail,
+)
 from tasks.view.load import GOLD, Run
 from tasks.view.page import esc, fmt, markdown_html, num_cell, page, page_name, table
 
 __all__ = ["diff_href", "diff_page", "instance_page", "pairs"]
 
+_NONE = pd.DataFrame(columns=["index", "score"])
 _META = ("category", "domain", "t_sample", "t_target", "periods_skipped", "grounding_doc_ids")
 
 
@@ -54,13 +61,13 @@ def _scores_table(run: Run, mine: pd.DataFrame) -> str:
     return table(["system", *metrics], rows)
 
 
-def _evidence(run: Run, iid: str, system: str, mine: pd.DataFrame, ev: pd.DataFrame) -> str:
+def _evidence(run: Run, iid: str, system: str, mine: pd.DataFrame, ev: dict) -> str:
     """One <details> per metric of `system` on the instance: its value, detail and evidence items."""
     out = []
     rows = mine[mine["system"] == system].set_index("metric")
     for metric in [m for m in run.metrics if m in rows.index]:
         r = rows.loc[metric]
-        items = ev[(ev["system"] == system) & (ev["metric"] == metric)]
+        items = ev.get((system, metric), _NONE)
         detail = parse_detail(r.get("detail_json")) if "detail_json" in rows.columns else {}
         body = detail_table(detail)
         if metric == "structure":
@@ -69,9 +76,10 @@ def _evidence(run: Run, iid: str, system: str, mine: pd.DataFrame, ev: pd.DataFr
             )
         if not items.empty or metric != "structure":
             body += metric_evidence(metric, items, detail)
+        summary = esc(evidence_summary(metric, items, detail))
         out.append(
             f'<details class="metric" data-metric="{esc(metric)}"><summary><b>{esc(metric)}</b> = '
-            f'{fmt(r["value"])} <span class="muted">({len(items)} evidence item(s))</span></summary>'
+            f'{fmt(r["value"])} <span class="muted">({summary})</span></summary>'
             f"{body}</details>"
         )
     return "".join(out)
@@ -91,7 +99,8 @@ def _neighbours(run: Run, iid: str) -> list[tuple[str, str]]:
 def instance_page(run: Run, inst: dict) -> str:
     iid = str(inst["instance_id"])
     mine = run.scores[run.scores["instance_id"] == iid]
-    ev = run.evidence[run.evidence["instance_id"] == iid]
+    rows = run.evidence[run.evidence["instance_id"] == iid]
+    ev = {k: g for k, g in rows.groupby(["system", "metric"], sort=False)}
     meta = [[esc(k), esc(_shown(inst[k]))] for k in _META if k in inst]
     cols = [
         _column("S: sample report", str(inst["sample_markdown"])),
@@ -119,9 +128,11 @@ def instance_page(run: Run, inst: dict) -> str:
         for a, b in pairs(run, iid)
     ]
     parts.append('</ul><h2 id="evidence">Evidence</h2>')
-    for s in [s for s in run.systems if s in set(mine["system"])]:
+    scored = set(mine["system"])
+    for s in [s for s in run.systems if s in scored and s != GOLD] + [GOLD] * (GOLD in scored):
         parts.append(
-            f'<section class="system" data-system="{esc(s)}"><h3>{esc(s)}</h3>'
+            f'<section class="system" data-system="{esc(s)}">'
+            f'<h3><a href="{esc(system_href(s, "../"))}">{esc(s)}</a></h3>'
             f"{_evidence(run, iid, s, mine, ev)}</section>"
         )
     return page(f"instance: {iid}", "".join(parts), _neighbours(run, iid))

@@ -14,6 +14,7 @@ import html
 import math
 import re
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 from markdown_it import MarkdownIt
 
@@ -181,11 +182,17 @@ def page(title: str, body: str, crumbs: Sequence[tuple[str, str]] = ()) -> str:
     )
 
 
-def markdown_headings(text: str) -> list[tuple[int, str]]:
+# Headings need the block structure only: inline parsing (most of the time) is skipped.
+_BLOCKS = MarkdownIt("commonmark", {"html": False}).enable("table")
+_BLOCKS.core.ruler.disable(["inline", "text_join"])
+
+
+@lru_cache(maxsize=512)  # Y is aligned with every system's report
+def markdown_headings(text: str) -> tuple[tuple[int, str], ...]:
     """(level, title) of every heading of a Markdown text, in order."""
-    tokens = _MD.parse(text or "")
-    return [
+    tokens = _BLOCKS.parse(text or "")
+    return tuple(
         (int(tok.tag[1:]), tokens[i + 1].content.strip())
         for i, tok in enumerate(tokens)
         if tok.type == "heading_open" and i + 1 < len(tokens)
-    ]
+    )
