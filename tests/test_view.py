@@ -170,7 +170,8 @@ def test_evidence_of_each_family():
 
 
 def test_headings_alignment_pairs_sections():
-    html = headings_alignment("## Revenue\n\n## Risk Factors\n", "## Revenues\n\n## Outlook\n")
+    html, summary = headings_alignment("## Revenue\n\n## Risk Factors\n", "## Revenues\n\n## Outlook\n")
+    assert summary == "1/2 gold heading(s) found in the report"
     assert "1/2 gold heading(s) found in the report; 1 heading(s) of the report not in gold" in html
     rows = re.findall(r"<tr><td>(.*?)</td><td>(.*?)</td></tr>", html)
     assert rows == [
@@ -264,4 +265,8 @@ def test_evidence_summary_counts_failures_at_the_metrics_cut(site):
     # coverage: 1 unit of 2 below 0.75 (the score's own threshold); faithfulness: the claim at 0.6 too
     assert '<b>coverage</b> = 0.500 <span class="muted">(1 missed of 2)</span>' in inst
     assert '<b>faithfulness</b> = 0.300 <span class="muted">(1 unsupported of 1)</span>' in inst
+    assert (
+        '<b>structure</b> = 0.400 <span class="muted">(0/3 gold heading(s) found in the report)</span>'
+        in inst
+    )
     assert inst.index('data-system="evil&lt;b&gt;"') < inst.index('data-system="gold"')  # systems before Y

@@ -187,10 +187,11 @@ def detail_table(detail: dict) -> str:
     return table(["detail", "value"], rows, "detail")
 
 
-def headings_alignment(gold: str, report: str) -> str:
+def headings_alignment(gold: str, report: str) -> tuple[str, str]:
     """Gold's headings beside the report's: each gold heading matched to the first unused report heading
     naming the same section (tasks.score.headings.same_heading); report headings left over listed after.
-    The structure score itself compares the two heading trees with embeddings: this is its readable side."""
+    The structure score itself compares the two heading trees with embeddings: this is its readable side.
+    Returns (HTML, a one-line summary)."""
     g_heads, r_heads = markdown_headings(gold), markdown_headings(report)
     used: set[int] = set()
     rows = []
@@ -217,8 +218,6 @@ def headings_alignment(gold: str, report: str) -> str:
         if k not in used
     ]
     found = len(used)
-    head = (
-        f"<p>{found}/{len(g_heads)} gold heading(s) found in the report; "
-        f"{len(r_heads) - found} heading(s) of the report not in gold.</p>"
-    )
-    return head + table(["gold heading", "report heading"], rows)
+    summary = f"{found}/{len(g_heads)} gold heading(s) found in the report"
+    head = f"<p>{summary}; {len(r_heads) - found} heading(s) of the report not in gold.</p>"
+    return head + table(["gold heading", "report heading"], rows), summary

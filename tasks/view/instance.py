@@ -70,13 +70,14 @@ def _evidence(run: Run, iid: str, system: str, mine: pd.DataFrame, ev: dict) -> 
         items = ev.get((system, metric), _NONE)
         detail = parse_detail(r.get("detail_json")) if "detail_json" in rows.columns else {}
         body = detail_table(detail)
+        summary = esc(evidence_summary(metric, items, detail))
         if metric == "structure":
-            body += headings_alignment(
+            aligned, summary = headings_alignment(
                 run.reports[GOLD].get(iid, ""), run.reports.get(system, {}).get(iid, "")
             )
+            body += aligned
         if not items.empty or metric != "structure":
             body += metric_evidence(metric, items, detail)
-        summary = esc(evidence_summary(metric, items, detail))
         out.append(
             f'<details class="metric" data-metric="{esc(metric)}"><summary><b>{esc(metric)}</b> = '
             f'{fmt(r["value"])} <span class="muted">({summary})</span></summary>'
