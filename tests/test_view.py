@@ -45,12 +45,13 @@ def _parquet(path: Path, rows: list[dict]) -> None:
 
 
 def write_run(data: Path) -> Path:
-    """A data folder holding release t/1.0 (one instance), system EVIL's report (HOSTILE) and a scoring
-    run of gold and EVIL; returns the run's folder."""
+    """A data folder holding release t/1.0 (two instances, one scored), system EVIL's report (HOSTILE)
+    and a scoring run of gold and EVIL; returns the run's folder."""
     inst = {"instance_id": IID, "category": "financial_quarterly", "domain": "ACME-10-Q"}
     _parquet(
         data / "releases/t/1.0/instances.parquet",
-        [{**inst, "sample_markdown": SAMPLE_S, "target_markdown": GOLD_Y}],
+        [{**inst, "sample_markdown": SAMPLE_S, "target_markdown": GOLD_Y}]
+        + [{**inst, "instance_id": "unscored/x/1->2", "sample_markdown": "S", "target_markdown": "Y"}],
     )
     gens = [{"instance_id": IID, "system": EVIL, "markdown": HOSTILE, "metadata_json": "{}", "error": None}]
     _parquet(data / "generations/t/1.0" / EVIL / "generations.parquet", gens)
@@ -141,6 +142,9 @@ def test_hostile_report_is_shown_as_text_and_never_runs(site):
 
 
 def test_each_page_links_to_existing_pages(site):
+    assert (
+        len(list((site / "instances").iterdir())) == 1
+    )  # the release's instance the run did not score: none
     for p in site.rglob("*.html"):
         for href in re.findall(r'href="([^"]+)"', p.read_text(encoding="utf-8")):
             assert (p.parent / href).resolve().is_file(), (p, href)

@@ -125,8 +125,12 @@ def load_run(run_dir: Path, release: Path | None = None) -> Run:
     _check_columns(
         rel / "instances.parquet", inst, ("instance_id", "category", "sample_markdown", "target_markdown")
     )
+    inst = inst.astype({"instance_id": str})
+    # the instances the run scored (a --limit run, a kit that withheld some): the rest have nothing to show
     inst = (
-        inst.astype({"instance_id": str}).sort_values("instance_id", kind="mergesort").reset_index(drop=True)
+        inst[inst["instance_id"].isin(set(folder.scores["instance_id"]))]
+        .sort_values("instance_id", kind="mergesort")
+        .reset_index(drop=True)
     )
     scores = folder.scores
     lb = _leaderboard(run_dir, scores)
