@@ -24,6 +24,7 @@ from flows.cli.running import _run_with_bar
 from flows.cli.score import generate_cmd, score_cmd
 from flows.cli.server import serve_cmd, server_start, server_status, server_stop, ui_cmd
 from flows.cli.status import status_cmd
+from flows.cli.view import view_cmd
 from flows.configs import eval_or_build_config
 from flows.meta import meta_app
 from flows.terminal import FrameTyper
@@ -86,6 +87,7 @@ app.command("export-eval")(export_eval_cmd)
 app.command("annotate")(annotate_cmd)
 app.command("report")(report_cmd)
 app.command("align")(align_cmd)
+app.command("view")(view_cmd)
 
 qa_app.command("ground")(qa_ground_cmd)
 qa_app.command("gold")(qa_gold_cmd)
