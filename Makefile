@@ -35,6 +35,7 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	sh tests/setup_browser.sh
 	$(BIN)/python tests/run_suite.py
 
 bench: $(STAMP)
