@@ -15,7 +15,8 @@ fit, a `FrameInputError` is raised.
 The reply is the report itself, in Markdown (`LLMClient.complete_text`, no JSON mode): one outer
 ```markdown fence around the whole reply is removed, and a reply that is exactly the JSON object
 {"report_markdown": "..."} (the wrapper this prompt once asked for) is unwrapped. The Markdown must be
-non-empty and have at least one heading line, else the model is asked again (`read_report`). `one_shot` returns `(markdown, metadata)`; metadata holds the provenance (model,
+non-empty and have at least one heading line, else the model is asked again (`read_report`).
+`one_shot` returns `(markdown, metadata)`; metadata holds the provenance (model,
 prompt name and sha256, prompt/completion tokens, attempts, cached, request hash) and the input
 accounting (input_tokens, input_budget, digested doc_ids).
 """

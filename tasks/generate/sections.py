@@ -10,8 +10,9 @@ Each request holds the passages of G retrieved for its section only (`RetrievalI
 path + S's text there, as a description, never as facts), whole passages within the input budget of
 `tasks.generate.llm.input_budget`. The reply is the section's body in plain Markdown (one outer
 ```markdown fence removed, the former {"section_markdown": ...} wrapper unwrapped: `read_body`); it must
-hold no heading line and no unclosed fence (either would change S's outline); LLMClient retries an invalid reply, then the section
-fails loudly. Requests run up to `settings.concurrency` at once, cached: a rerun sends nothing.
+hold no heading line and no unclosed fence (either would change S's outline); LLMClient retries an
+invalid reply, then the section fails loudly. Requests run up to `settings.concurrency` at once,
+cached: a rerun sends nothing.
 """
 
 from __future__ import annotations

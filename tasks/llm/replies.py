@@ -1,5 +1,6 @@
 """Reading one chat reply: reasoning set aside, JSON found and parsed leniently, the schema and the
-step's check applied (or, for a plain reply, its Markdown read: `parse_text`, `plain_markdown`) (tasks.llm.client sends the requests; this module only reads what came back).
+step's check applied (or, for a plain reply, its Markdown read: `parse_text`, `plain_markdown`)
+(tasks.llm.client sends the requests; this module only reads what came back).
 
 Reasoning blocks (`<think>` and the like) are never parsed; code fences, raw newlines in strings and
 text around the object are tolerated, as models write them without JSON mode (docs/endpoints.md).
