@@ -29,6 +29,17 @@ def _plan_roles(plan) -> dict:
     return roles
 
 
+# `--epochs K` (issue 35): K samples per instance of a model sampled with temperature > 0
+_EpochsOpt = Annotated[
+    int,
+    typer.Option(
+        "--epochs",
+        min=1,
+        help="samples per instance of systems with temperature > 0 (others: 1); scores are their mean",
+    ),
+]
+
+
 def _before_run(plan, out: Path | None, no_preflight: bool) -> None:
     """What `frame score` checks once its plan is known: --out outside any release, every role's key."""
     if out is not None:
@@ -47,6 +58,7 @@ def generate_cmd(
         typer.Option("--config", help="evaluation config, or a build config whose [llm] one-shot uses"),
     ] = None,
     no_preflight: NoPreflight = False,
+    epochs: _EpochsOpt = 1,
 ) -> None:
     """Write one generated report per instance (data/generations/<name>/<version>/<system>/)."""
     import os
@@ -66,10 +78,13 @@ def generate_cmd(
         # beside the release's data folder (or the config's), never in the folder the command runs from
         cache_dir = Path(os.environ.get("FRAME_CACHE_DIR") or _data_folder(release, data_dir) / "cache")
         chosen = _score_systems(release, system, ev, llm, cache_dir, allow_missing=False)[system]
+        from tasks.generate.systems import with_epochs
+
+        with_epochs({system: chosen}, epochs)
         _preflight({f"systems.{system}": getattr(chosen, "settings", None)}, no_preflight)
         total = len(pd.read_parquet(release / "instances.parquet", columns=["instance_id"]))
         with progress_bar(_stderr_console(), f"[bold]{system}[/]", elapsed=False) as progress:
-            bar = progress.add_task("instances", total=total)
+            bar = progress.add_task("instances", total=total * chosen.epochs)
             out, made = generate_all(release, chosen, on_done=lambda _id: progress.advance(bar))
     except FrameInputError as exc:
         _fail(exc)
@@ -213,6 +228,7 @@ def score_cmd(
     ] = False,
     out: Annotated[Path | None, typer.Option("--out", help="output folder (default data/scores/...)")] = None,
     no_preflight: NoPreflight = False,
+    epochs: _EpochsOpt = 1,
 ) -> None:
     """Score generated reports with metric families (default: FRAME's three); leaderboard with CIs; plots."""
     try:
@@ -223,6 +239,9 @@ def score_cmd(
         plan = _score_plan(
             release, systems, metrics, config, allow_missing, options, start_server=not dry_run
         )
+        from tasks.generate.systems import with_epochs
+
+        with_epochs(plan.systems, epochs)
         if dry_run:
             _print_score_estimate(release, plan)
             return

@@ -65,8 +65,10 @@ def scores_folder(release: Path) -> Path:
 def score_rows(results: list[tuple[dict, str, MetricResult]]) -> tuple[list[dict], list[dict]]:
     """(scores rows, evidence rows) in (instance, system, metric) order."""
     scores, evidence = [], []
-    for inst, system, r in sorted(results, key=lambda x: (x[0]["instance_id"], x[1], x[2].metric)):
-        iid = inst["instance_id"]
+    for inst, system, r in sorted(
+        results, key=lambda x: (x[0]["instance_id"], x[1], x[2].metric, x[0].get("epoch", 0))
+    ):
+        iid, epoch = inst["instance_id"], int(inst.get("epoch", 0))  # `--epochs`: sample of the report
         scores.append(
             {
                 "instance_id": iid,
@@ -79,12 +81,13 @@ def score_rows(results: list[tuple[dict, str, MetricResult]]) -> tuple[list[dict
                 "sampled": len(r.items),
                 "detail_json": json.dumps(r.detail, sort_keys=True, default=str),
                 "periods_skipped": _int_or_none(inst.get("periods_skipped")),
+                "epoch": epoch,
             }
         )
         for it in r.items:
             evidence.append(
                 {
-                    "item_id": f"{iid}|{system}|{r.metric}|{it.index}",
+                    "item_id": f"{iid}|{system}|{r.metric}|{it.index}" + (f"|epoch-{epoch}" if epoch else ""),
                     "instance_id": iid,
                     "system": system,
                     "metric": r.metric,
@@ -109,6 +112,7 @@ def values_text(results: list[MetricResult]) -> str:
 
 def write_outputs(out: Path, run: ScoreRun) -> None:
     from tasks.score.leaderboard import leaderboard_files
+    from tasks.score.leaderboard.epochs import per_instance, sampling, sampling_markdown
 
     rows, evidence = score_rows(run.results)
     atomic_write_bytes(out / "scores.parquet", parquet_bytes(rows, SCORES_SCHEMA))
@@ -119,6 +123,9 @@ def write_outputs(out: Path, run: ScoreRun) -> None:
         pd.DataFrame(rows) if rows else pd.DataFrame({f.name: pd.Series(dtype=object) for f in SCORES_SCHEMA})
     )
     release = release_id(run.release)
+    # `--epochs`: the board reads one row per instance (the mean of its samples), the samples' spread apart
+    repeats = sampling(scores, seed=run.settings.seed, n_resamples=run.settings.bootstrap)
+    scores = per_instance(scores)
     # the board orders systems by their primary score, not by the order they were asked for
     boards = leaderboard_files(
         scores,
@@ -128,6 +135,7 @@ def write_outputs(out: Path, run: ScoreRun) -> None:
         release=release,
         baselines=baselines(run.extra.get("system_identities"), run.systems),
     )
+    boards["leaderboard.md"] += sampling_markdown(repeats)
     for name, text in boards.items():  # leaderboard.md/.csv, paired_tests.csv, win_matrix.csv
         atomic_write_text(out / name, text)
     for name, data in run.files.items():
