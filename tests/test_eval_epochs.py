@@ -34,16 +34,17 @@ def config(path: Path, server: fake_llm.LLMTestServer) -> Path:
 
 
 def varying_answer():
-    """A model that writes a different share of the sample report on every request (1/3, 2/3, all of
-    it, in turn): its samples of one instance differ, and so do their scores."""
-    count = {"n": 0}
+    """A model that writes a different share of the sample report each time it is asked one prompt (1/3,
+    2/3, all of it, in turn): its samples of one instance differ, and so do their scores."""
+    count: dict[tuple[str, str], int] = {}
     lock = threading.Lock()
 
     def answer(req: fake_llm.Recorded) -> fake_llm.Reply:
-        with lock:
-            count["n"] += 1
-            k = count["n"] % EPOCHS + 1
         user = req.messages[-1]["content"]
+        with lock:
+            key = (req.body["model"], user)
+            count[key] = count.get(key, 0) + 1
+            k = (count[key] - 1) % EPOCHS + 1
         sample = user.split("<<<SAMPLE\n", 1)[1].split("\nSAMPLE>>>", 1)[0]
         return fake_llm.chat_reply(sample[: len(sample) * k // EPOCHS])
 

@@ -101,24 +101,16 @@ def test_plain_markdown_replies_are_the_reports(llm_server, release, tmp_path):
 
 
 def test_garbage_without_headings_fails_visibly(llm_server, release, tmp_path):
-    """A model answering text without any Markdown heading is asked again, then the system fails: `frame
-    score` exits non-zero and names the problem (one line, no traceback)."""
+    """A model answering text without any Markdown heading is asked again, then each instance fails:
+    `frame generate` exits non-zero and names the problem, one line per instance, no traceback (`frame
+    score` drives the same system: tests/test_eval_epochs.py)."""
     llm_server.default_chat = lambda req: fake_llm.chat_reply("sure! here is some text, no report at all")
     cfg = eval_config(tmp_path / "eval.toml", llm_server)
-    args = [
-        "score",
-        "--release",
-        str(release),
-        "--systems",
-        "plain",
-        "--metrics",
-        "rouge_l",
-        "--config",
-        str(cfg),
-    ]
-    res = frame([*args, "--out", str(tmp_path / "scores")], tmp_path)
+    res = frame(["generate", "--release", str(release), "--system", "plain", "--config", str(cfg)], tmp_path)
     assert res.returncode != 0, res.stdout[-2000:]
-    assert "no Markdown heading line" in res.stderr
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("frame: error: generate plain: ")]
+    assert len(errors) == INSTANCES and all("has no Markdown heading line" in e for e in errors), errors
+    assert f"(0 of {INSTANCES} report(s))" in res.stdout
     assert "Traceback" not in res.stderr
     # asked twice per instance (invalid_retries = 1), the second time with a corrective turn
     assert len(llm_server.chat_requests) == 2 * INSTANCES

@@ -233,15 +233,11 @@ def score_cmd(
     """Score generated reports with metric families (default: FRAME's three); leaderboard with CIs; plots."""
     try:
         options = {"judge": judge, "embedder": embedder, "tree": tree, "max_items": max_items}
-        options |= {"embed_precision": embed_precision}
-        options |= {"seed": seed, "bootstrap": bootstrap, "gamma": gamma}
-        options |= {"delta": delta, "type_weight": type_weight}
+        options |= {"embed_precision": embed_precision, "seed": seed, "bootstrap": bootstrap, "gamma": gamma}
+        options |= {"delta": delta, "type_weight": type_weight, "epochs": epochs}
         plan = _score_plan(
             release, systems, metrics, config, allow_missing, options, start_server=not dry_run
         )
-        from tasks.generate.systems import with_epochs
-
-        with_epochs(plan.systems, epochs)
         if dry_run:
             _print_score_estimate(release, plan)
             return
@@ -261,9 +257,15 @@ def _score_plan(
     start_server: bool = False,
 ):
     """Everything `frame score` resolves before it runs: config, metrics, settings, roles, systems.
-    `start_server`: start Prefect's temporary server as soon as the data folder is known (flows.server)."""
+    `start_server`: start Prefect's temporary server as soon as the data folder is known (flows.server).
+    `options["epochs"]`: samples per instance of the systems sampled with a temperature (--epochs)."""
     import os
     from types import SimpleNamespace
+
+    from tasks.generate.systems import with_epochs
+
+    options = dict(options)
+    epochs = options.pop("epochs", 1)
 
     ev, llm, data_dir, run = eval_or_build_config(config)
     data_dir = _data_folder(release, data_dir)
@@ -277,7 +279,7 @@ def _score_plan(
     if judge_llm is not None and judge_llm.backend != "openai":
         judge_llm = None
     cache_dir = Path(os.environ.get("FRAME_CACHE_DIR") or data_dir / "cache")
-    named = _score_systems(release, systems, ev, llm, cache_dir, allow_missing)
+    named = with_epochs(_score_systems(release, systems, ev, llm, cache_dir, allow_missing), epochs)
     return SimpleNamespace(
         ev=ev, chosen=chosen, settings=settings, judge_llm=judge_llm, data_dir=data_dir, run=run,
         embed_llm=ev.embedder_settings() if ev is not None else None, systems=named,

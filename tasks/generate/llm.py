@@ -34,7 +34,7 @@ from tasks.errors import FrameInputError
 from tasks.llm import budget as budgets
 from tasks.llm.client import LLMClient
 from tasks.llm.prompts import Prompt, load_prompt, prompt_file_or, render
-from tasks.llm.replies import plain_markdown
+from tasks.llm.replies import plain_value
 from tasks.markdown.document import is_heading
 from tasks.synthesize.retrieve import parse_blocks
 from tasks.tokens import count_tokens
@@ -61,15 +61,15 @@ class GeneratedReport(BaseModel):
     @classmethod
     def _markdown(cls, v: str) -> str:
         if not v.strip():
-            raise ValueError("report_markdown is empty")
+            raise ValueError("the report is empty")
         if not any(is_heading(ln, indent="none", space="tabs", text="word") for ln in v.split("\n")):
-            raise ValueError("report_markdown has no Markdown heading line (expected the sample's form)")
+            raise ValueError("the report has no Markdown heading line (expected the sample's form)")
         return v.strip() + "\n"
 
 
 def read_report(reply: str) -> GeneratedReport:
     """The report of a plain reply (see the module docstring); ValueError when it is not one."""
-    return GeneratedReport(report_markdown=plain_markdown(reply, "report_markdown"))
+    return plain_value(GeneratedReport, "report_markdown", reply)
 
 
 def input_budget(settings: LLMSettings, role: str = ROLE) -> int:

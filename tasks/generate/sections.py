@@ -34,7 +34,7 @@ from tasks.ground.load import grounding_set_from_rows
 from tasks.llm.backend import Passage, StepContext
 from tasks.llm.client import LLMClient, LLMError, LLMResult
 from tasks.llm.prompts import Prompt, PromptError, prompt_file_or, render
-from tasks.llm.replies import plain_markdown
+from tasks.llm.replies import plain_value
 from tasks.markdown.document import code_mask, is_heading, markdown_plain, parse
 from tasks.sources import source_kind
 from tasks.synthesize.retrieve import RetrievalIndex
@@ -91,7 +91,7 @@ class SectionBody(BaseModel):
     @classmethod
     def _body(cls, v: str) -> str:
         if not v.strip():
-            raise ValueError("section_markdown is empty")
+            raise ValueError("the section body is empty")
         problem = body_problem(v)
         if problem:
             raise ValueError(problem)
@@ -100,7 +100,7 @@ class SectionBody(BaseModel):
 
 def read_body(reply: str) -> SectionBody:
     """The section body of a plain reply; ValueError when it cannot go under S's heading."""
-    return SectionBody(section_markdown=plain_markdown(reply, "section_markdown"))
+    return plain_value(SectionBody, "section_markdown", reply)
 
 
 @dataclass(frozen=True)

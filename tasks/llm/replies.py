@@ -182,6 +182,16 @@ def plain_markdown(text: str, key: str) -> str:
     return t
 
 
+def plain_value(schema: type[T], key: str, reply: str) -> T:
+    """`schema` holding the Markdown of a plain reply under `key` (plain_markdown); a ValueError saying
+    what is wrong with the reply, never naming `key`, a field the model was never asked for."""
+    try:
+        return schema.model_validate({key: plain_markdown(reply, key)})
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        raise ValueError(str((err.get("ctx") or {}).get("error") or err.get("msg"))) from None
+
+
 def corrective_message(problem: InvalidOutput, json_mode: bool = True) -> str:
     if not json_mode:
         return (
