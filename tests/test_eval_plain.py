@@ -60,7 +60,7 @@ def frame(args: list[str], tmp: Path) -> subprocess.CompletedProcess:
 
 def title_of(req: fake_llm.Recorded) -> str:
     """The sample's title line (the prompt's first H1), as a model keeping the form would start."""
-    user = req.messages[-1]["content"]
+    user = next(m["content"] for m in req.messages if m["role"] == "user")
     return next(ln for ln in user.splitlines() if ln.startswith("# "))
 
 
