@@ -151,7 +151,7 @@ def generate_for_scoring(
         identity = system.identity()  # once per system: it may hash a submission's or program's files
         for inst in instances.to_dict("records"):
             g = by_set.get(str(inst["grounding_set_id"]), [])
-            for epoch in range(system.epochs):
+            for epoch in range(getattr(system, "epochs", 1)):  # a ReportSystem need not define it
                 key = (
                     name,
                     epoch_identity(identity, epoch),

@@ -84,7 +84,7 @@ def generate_cmd(
         _preflight({f"systems.{system}": getattr(chosen, "settings", None)}, no_preflight)
         total = len(pd.read_parquet(release / "instances.parquet", columns=["instance_id"]))
         with progress_bar(_stderr_console(), f"[bold]{system}[/]", elapsed=False) as progress:
-            bar = progress.add_task("instances", total=total * chosen.epochs)
+            bar = progress.add_task("instances", total=total * getattr(chosen, "epochs", 1))
             out, made = generate_all(release, chosen, on_done=lambda _id: progress.advance(bar))
     except FrameInputError as exc:
         _fail(exc)
