@@ -1,6 +1,8 @@
 """`frame generate`: one report per instance of a release by one named system, written to
 data/generations/<release name>/<version>/<system>/ (tasks.generate.runs). The systems themselves
-(builtin, openai, command, submission) live in tasks.generate.systems."""
+(builtin, openai, command, submission) live in tasks.generate.systems. A system whose `epochs` is K > 1
+(`--epochs`, tasks.generate.systems.with_epochs) writes K samples per instance, each its own cached
+generation; the score flow scores each (`score_epochs`)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from flows.caching import PUBLIC_INPUTS
 from flows.steps import run_name_template
 from schemas.config import LLMSettings
 from schemas.evaluation import EvalConfig
+from tasks.generate.identity import epoch_identity
 from tasks.generate.runs import (
     GENERATION_CODE,
     digest_paths,
@@ -33,8 +36,26 @@ __all__ = [
     "generate_for_scoring",
     "generate_reports",
     "generate_task",
+    "first_samples",
+    "score_epochs",
     "systems_for",
 ]
+
+
+class Generated(dict):
+    """{system: {instance_id: report}} of the first sample, as the score flow reads it, and `later`:
+    {epoch: {system: {instance_id: report}}} of the further samples of systems with epochs > 1."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.later: dict[int, dict[str, dict[str, str]]] = {}
+
+
+def _sample(system: ReportSystem, inst: dict, grounding: list, epoch: int) -> Generation:
+    """Sample `epoch` of a system's report (only a system with epochs > 1 is asked for epoch > 0)."""
+    if epoch:
+        return system.generate(inst, grounding, epoch=epoch)  # type: ignore[call-arg]
+    return system.generate(inst, grounding)
 
 
 def systems_for(
@@ -87,14 +108,15 @@ def generate_reports(
     system: ReportSystem,
     on_done: Callable[[str], None] | None = None,
 ) -> list[Generation]:
-    """One Generation per instance of `release` (nothing written); a failed instance does not stop
-    the others."""
+    """One Generation per instance of `release` and sample (`system.epochs`; nothing written); a failed
+    instance does not stop the others."""
     instances, by_set = load_release_inputs(release)
     out = []
     for inst in instances.to_dict("records"):
-        out.append(system.generate(inst, by_set.get(str(inst["grounding_set_id"]), [])))
-        if on_done is not None:
-            on_done(str(inst["instance_id"]))
+        for epoch in range(getattr(system, "epochs", 1)):
+            out.append(_sample(system, inst, by_set.get(str(inst["grounding_set_id"]), []), epoch))
+            if on_done is not None:
+                on_done(str(inst["instance_id"]))
     return out
 
 
@@ -121,7 +143,7 @@ def generate_task(
     """One report of one system, keyed by the system's identity and what it sees of the instance. A
     failed generation raises, so it is not cached: a rerun tries that instance again."""
     assert _system is not None and _instance is not None
-    got = _system.generate(_instance, list(_grounding or []))
+    got = _sample(_system, _instance, list(_grounding or []), int(identity.get("epoch", 0)))
     # whatever the system wrote (a program's stdout, an endpoint's reply) never carries a key frame knows
     if got.error is not None:
         raise RuntimeError(redact.scrub(got.error))
@@ -142,9 +164,10 @@ def generate_for_scoring(
     gold: dict[str, str],
     outcome: Callable[[Any, str, list[str]], Any],
 ) -> tuple[dict[str, dict[str, str]], dict[str, str], list[dict[str, Any]]]:
-    """Inside the score flow: one cached `generate` task per (system, instance); `None` systems (gold)
-    take `gold`. Returns ({system: {instance_id: report}}, sha256 of each system's reports, failed
-    generations); `outcome(future, label, failures)` waits for a task (flows.score)."""
+    """Inside the score flow: one cached `generate` task per (system, instance, sample); `None` systems
+    (gold) take `gold`. Returns (Generated: {system: {instance_id: report}} and the further samples,
+    sha256 of each system's reports, failed generations); `outcome(future, label, failures)` waits for a
+    task (flows.score)."""
     instances, by_set = load_release_inputs(rel)
     code = digest_paths(GENERATION_CODE)
     futures = []
@@ -157,35 +180,78 @@ def generate_for_scoring(
             if inst["instance_id"] in skip:
                 continue
             g = by_set.get(str(inst["grounding_set_id"]), [])
-            key = (name, identity, inst["instance_id"], instance_digest(inst, g), code)
-            futures.append(
-                (
+            for epoch in range(getattr(system, "epochs", 1)):  # a ReportSystem need not define it
+                key = (
                     name,
+                    epoch_identity(identity, epoch),
                     inst["instance_id"],
-                    generate_task.submit(*key, _system=system, _instance=inst, _grounding=g),
+                    instance_digest(inst, g),
+                    code,
                 )
-            )
+                fut = generate_task.submit(*key, _system=system, _instance=inst, _grounding=g)
+                futures.append((name, inst["instance_id"], epoch, fut))
     made: dict[str, list[Generation]] = {n: [] for n, s in systems.items() if s is not None}
-    for name, iid, fut in futures:
+    for name, iid, epoch, fut in futures:
         errors: list[str] = []
-        got = outcome(fut, f"{iid} {name} generate", errors)
+        got = outcome(fut, f"{iid} {name} generate" + (f" (epoch {epoch})" if epoch else ""), errors)
         made[name].append(
-            Generation(iid, got["markdown"], got["metadata"], None)
+            Generation(iid, got["markdown"], got["metadata"], None, epoch)
             if got is not None
-            else Generation(iid, None, {}, errors[0].split(": ", 1)[-1])
+            else Generation(iid, None, {}, errors[0].split(": ", 1)[-1], epoch)
         )
-    generated: dict[str, dict[str, str]] = {n: dict(gold) for n, s in systems.items() if s is None}
+    generated = Generated({n: dict(gold) for n, s in systems.items() if s is None})
     digests: dict[str, str] = {}
     failed = []
     for name, gens in made.items():
         folder = write_generations(rel, name, gens)
-        generated[name] = {g.instance_id: g.markdown for g in gens if g.markdown is not None}
+        generated[name] = {g.instance_id: g.markdown for g in gens if g.markdown is not None and not g.epoch}
+        for g in gens:
+            if g.epoch and g.markdown is not None:
+                generated.later.setdefault(g.epoch, {}).setdefault(name, {})[g.instance_id] = g.markdown
+        # the first sample's digest as before epochs; later samples are keyed apart
         digests[name] = hashlib.sha256(json.dumps(generated[name], sort_keys=True).encode()).hexdigest()
-        failed += [{"system": name, "instance_id": g.instance_id, "error": g.error} for g in gens if g.error]
+        for k, later in sorted(generated.later.items()):
+            if name in later:
+                digests[f"{name}#epoch-{k}"] = hashlib.sha256(
+                    json.dumps(later[name], sort_keys=True).encode()
+                ).hexdigest()
+        failed += [
+            {
+                "system": name,
+                "instance_id": g.instance_id,
+                "error": g.error,
+                **({"epoch": g.epoch} if g.epoch else {}),
+            }
+            for g in gens
+            if g.error
+        ]
         get_run_logger().info("%s: %d report(s) in %s", name, len(generated[name]), folder)
     for f in failed:
         get_run_logger().warning("generation failed: %s %s: %s", f["system"], f["instance_id"], f["error"])
     return generated, digests, failed
+
+
+def score_epochs(
+    score: Callable[..., list[tuple[dict, str, Any]]],
+    families: list[str],
+    generated: dict[str, dict[str, str]],
+    prepared: dict,
+    failures: list[str],
+) -> list[tuple[dict, str, Any]]:
+    """Inside the score flow: `score` (flows.score._Job.score) over the first samples, then over each
+    further epoch's samples of the systems that have them; a later sample's rows carry its `epoch` in
+    their instance row (tasks.score.outputs writes it; tasks.score.leaderboard.epochs folds them)."""
+    results = score(families, generated, prepared, failures)
+    for epoch, later in sorted(getattr(generated, "later", {}).items()):
+        reports = {s: later.get(s, {}) for s in generated}
+        rows = score(families, reports, prepared, failures)
+        results += [({**inst, "epoch": epoch}, system, r) for inst, system, r in rows]
+    return results
+
+
+def first_samples(results: list[tuple[dict, str, Any]]) -> list[tuple[dict, str, Any]]:
+    """The rows of the first samples (what comparison families compare: the reports of `generated`)."""
+    return [x for x in results if not x[0].get("epoch")]
 
 
 def _one_shot_messages(cfg: Any, instance: Any, grounding: Any, llm: LLMSettings) -> list[list[dict]]:

@@ -17,7 +17,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows.generate import generate_for_scoring, systems_for
+from flows.generate import first_samples, generate_for_scoring, score_epochs, systems_for
 from flows.results import install_bounded_flow_parameters, short_error
 from flows.score_tasks import (
     GOLD,
@@ -213,8 +213,9 @@ def score_release_flow(
         get_run_logger().error("%s produced no report (%s): left out of the scores", name, unscored_text(u))
     failures: list[str] = []
     prepared = {f: job.prepare(f, failures) for f in families if registry.family(f).prepares}
-    results = job.score(families, generated, prepared, failures) if not failures else []
-    votes = {c: job.compare(c, generated, results, failures) for c in comparisons} if not failures else {}
+    results = score_epochs(job.score, families, generated, prepared, failures) if not failures else []
+    firsts = first_samples(results)  # `--epochs`: comparisons compare the first samples' reports
+    votes = {c: job.compare(c, generated, firsts, failures) for c in comparisons} if not failures else {}
     if failures:
         for f in failures:
             get_run_logger().error("failed: %s", f)

@@ -156,6 +156,8 @@ SCORES_SCHEMA = pa.schema(
         # the instance's source periods between S and G (instances.periods_skipped): > 0 is scored
         # apart from the leaderboard's headline scopes; null when the release does not record it
         pa.field("periods_skipped", pa.int32()),
+        # which sample of the system's report this row scores (`--epochs K`: 0..K-1; 0 when sampled once)
+        pa.field("epoch", pa.int32()),
     ]
 )
 EVIDENCE_SCHEMA = pa.schema(

@@ -29,6 +29,17 @@ def _plan_roles(plan) -> dict:
     return roles
 
 
+# `--epochs K` (issue 35): K samples per instance of a model sampled with temperature > 0
+_EpochsOpt = Annotated[
+    int,
+    typer.Option(
+        "--epochs",
+        min=1,
+        help="samples per instance of systems with temperature > 0 (others: 1); scores are their mean",
+    ),
+]
+
+
 def _before_run(plan, out: Path | None, no_preflight: bool) -> None:
     """What `frame score` checks once its plan is known: --out outside any release, every role's key."""
     if out is not None:
@@ -47,6 +58,7 @@ def generate_cmd(
         typer.Option("--config", help="evaluation config, or a build config whose [llm] one-shot uses"),
     ] = None,
     no_preflight: NoPreflight = False,
+    epochs: _EpochsOpt = 1,
 ) -> None:
     """Write one generated report per instance (data/generations/<name>/<version>/<system>/)."""
     import os
@@ -66,10 +78,13 @@ def generate_cmd(
         # beside the release's data folder (or the config's), never in the folder the command runs from
         cache_dir = Path(os.environ.get("FRAME_CACHE_DIR") or _data_folder(release, data_dir) / "cache")
         chosen = _score_systems(release, system, ev, llm, cache_dir, allow_missing=False)[system]
+        from tasks.generate.systems import with_epochs
+
+        with_epochs({system: chosen}, epochs)
         _preflight({f"systems.{system}": getattr(chosen, "settings", None)}, no_preflight)
         total = len(pd.read_parquet(release / "instances.parquet", columns=["instance_id"]))
         with progress_bar(_stderr_console(), f"[bold]{system}[/]", elapsed=False) as progress:
-            bar = progress.add_task("instances", total=total)
+            bar = progress.add_task("instances", total=total * getattr(chosen, "epochs", 1))
             out, made = generate_all(release, chosen, on_done=lambda _id: progress.advance(bar))
     except FrameInputError as exc:
         _fail(exc)
@@ -241,14 +256,14 @@ def score_cmd(
     no_preflight: NoPreflight = False,
     max_failures: _MaxFailuresOpt = 0.0,
     pairs: _PairsOpt = "next",
+    epochs: _EpochsOpt = 1,
 ) -> None:
     """Score generated reports with metric families (default: FRAME's three); leaderboard with CIs; plots."""
     try:
         _check_pairs(pairs)
         options = {"judge": judge, "embedder": embedder, "tree": tree, "max_items": max_items}
-        options |= {"embed_precision": embed_precision}
-        options |= {"seed": seed, "bootstrap": bootstrap, "gamma": gamma}
-        options |= {"delta": delta, "type_weight": type_weight}
+        options |= {"embed_precision": embed_precision, "seed": seed, "bootstrap": bootstrap, "gamma": gamma}
+        options |= {"delta": delta, "type_weight": type_weight, "epochs": epochs}
         plan = _score_plan(
             release, systems, metrics, config, allow_missing, options, start_server=not dry_run
         )
@@ -281,9 +296,15 @@ def _score_plan(
     start_server: bool = False,
 ):
     """Everything `frame score` resolves before it runs: config, metrics, settings, roles, systems.
-    `start_server`: start Prefect's temporary server as soon as the data folder is known (flows.server)."""
+    `start_server`: start Prefect's temporary server as soon as the data folder is known (flows.server).
+    `options["epochs"]`: samples per instance of the systems sampled with a temperature (--epochs)."""
     import os
     from types import SimpleNamespace
+
+    from tasks.generate.systems import with_epochs
+
+    options = dict(options)
+    epochs = options.pop("epochs", 1)
 
     ev, llm, data_dir, run = eval_or_build_config(config)
     data_dir = _data_folder(release, data_dir)
@@ -297,7 +318,7 @@ def _score_plan(
     if judge_llm is not None and judge_llm.backend != "openai":
         judge_llm = None
     cache_dir = Path(os.environ.get("FRAME_CACHE_DIR") or data_dir / "cache")
-    named = _score_systems(release, systems, ev, llm, cache_dir, allow_missing)
+    named = with_epochs(_score_systems(release, systems, ev, llm, cache_dir, allow_missing), epochs)
     return SimpleNamespace(
         ev=ev, chosen=chosen, settings=settings, judge_llm=judge_llm, data_dir=data_dir, run=run,
         embed_llm=ev.embedder_settings() if ev is not None else None, systems=named,

@@ -18,6 +18,7 @@ class Generation:
     markdown: str | None
     metadata: dict[str, Any]
     error: str | None
+    epoch: int = 0  # which sample of the instance's report (`--epochs`), 0 for the first or only one
 
     def __post_init__(self) -> None:
         if (self.markdown is None) == (self.error is None):

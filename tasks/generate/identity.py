@@ -19,7 +19,7 @@ from schemas.evaluation import (
 from tasks.errors import ConfigError
 from tasks.manifest import sha256_file
 
-__all__ = ["system_identity"]
+__all__ = ["epoch_identity", "samples_of", "system_identity"]
 
 
 def _program_files(argv: list[str]) -> tuple[list[str], dict[str, str]]:
@@ -33,6 +33,21 @@ def _program_files(argv: list[str]) -> tuple[list[str], dict[str, str]]:
         else:
             shown.append(item)
     return shown, shas
+
+
+def samples_of(system: BaseModel, epochs: int) -> int:
+    """How many samples per instance `--epochs` asks of a system: `epochs` for a model sampled with a
+    temperature > 0, one for any system whose report is fixed (temperature 0, builtins, programs,
+    submissions), as repeating it would only repeat the report."""
+    if isinstance(system, OpenAISystem) and system.temperature > 0:
+        return max(1, int(epochs))
+    return 1
+
+
+def epoch_identity(identity: dict[str, Any], epoch: int) -> dict[str, Any]:
+    """The generation cache key of sample `epoch` of a system: its identity, with the epoch when > 0 (the
+    first sample keeps the key it had before epochs existed)."""
+    return {**identity, "epoch": int(epoch)} if epoch else dict(identity)
 
 
 def system_identity(name: str, system: BaseModel) -> dict[str, Any]:

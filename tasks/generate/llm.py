@@ -12,8 +12,11 @@ by its *digest* (title, its heading lines and its first paragraph); the digested
 the returned metadata and the prompt says which documents are digests. If even S plus all digests do not
 fit, a `FrameInputError` is raised.
 
-The reply must be one JSON object {"report_markdown": "..."} whose Markdown is non-empty and has at least
-one heading line. `one_shot` returns `(markdown, metadata)`; metadata holds the provenance (model,
+The reply is the report itself, in Markdown (`LLMClient.complete_text`, no JSON mode): one outer
+```markdown fence around the whole reply is removed, and a reply that is exactly the JSON object
+{"report_markdown": "..."} (the wrapper this prompt once asked for) is unwrapped. The Markdown must be
+non-empty and have at least one heading line, else the model is asked again (`read_report`).
+`one_shot` returns `(markdown, metadata)`; metadata holds the provenance (model,
 prompt name and sha256, prompt/completion tokens, attempts, cached, request hash) and the input
 accounting (input_tokens, input_budget, digested doc_ids).
 """
@@ -31,11 +34,20 @@ from tasks.errors import FrameInputError
 from tasks.llm import budget as budgets
 from tasks.llm.client import LLMClient
 from tasks.llm.prompts import Prompt, load_prompt, prompt_file_or, render
+from tasks.llm.replies import plain_value
 from tasks.markdown.document import is_heading
 from tasks.synthesize.retrieve import parse_blocks
 from tasks.tokens import count_tokens
 
-__all__ = ["PROMPT", "RESERVE_TOKENS", "GeneratedReport", "digest", "input_budget", "one_shot"]
+__all__ = [
+    "PROMPT",
+    "RESERVE_TOKENS",
+    "GeneratedReport",
+    "digest",
+    "input_budget",
+    "one_shot",
+    "read_report",
+]
 
 PROMPT = "generate_one_shot"
 ROLE = "generate_one_shot"
@@ -49,10 +61,15 @@ class GeneratedReport(BaseModel):
     @classmethod
     def _markdown(cls, v: str) -> str:
         if not v.strip():
-            raise ValueError("report_markdown is empty")
+            raise ValueError("the report is empty")
         if not any(is_heading(ln, indent="none", space="tabs", text="word") for ln in v.split("\n")):
-            raise ValueError("report_markdown has no Markdown heading line (expected the sample's form)")
+            raise ValueError("the report has no Markdown heading line (expected the sample's form)")
         return v.strip() + "\n"
+
+
+def read_report(reply: str) -> GeneratedReport:
+    """The report of a plain reply (see the module docstring); ValueError when it is not one."""
+    return plain_value(GeneratedReport, "report_markdown", reply)
 
 
 def input_budget(settings: LLMSettings, role: str = ROLE) -> int:
@@ -134,9 +151,10 @@ def one_shot(
     *,
     client: LLMClient | None = None,
     prompt: Path | None = None,
+    epoch: int = 0,
 ) -> tuple[str, dict[str, Any]]:
     """R' for one instance by one LLM call; returns (markdown, metadata). `prompt` is a template file
-    replacing prompts/generate_one_shot.md (same placeholders)."""
+    replacing prompts/generate_one_shot.md (same placeholders); `epoch` > 0 asks for another sample."""
     docs = [
         (str(r["doc_id"]), str(r.get("title") or r["doc_id"]), str(r.get("markdown") or ""))
         for r in grounding_rows
@@ -144,7 +162,7 @@ def one_shot(
     template = prompt_file_or(prompt, PROMPT)
     messages, meta = build_messages(str(instance_row["sample_markdown"]), docs, settings, template)
     client = client or LLMClient(settings, cache_dir)
-    result = client.complete_json(ROLE, messages, GeneratedReport, None)
+    result = client.complete_text(ROLE, messages, read_report, None, epoch=epoch)
     meta.update(
         {
             "system": "one-shot",

@@ -47,6 +47,7 @@ GENERATIONS_SCHEMA = pa.schema(
         pa.field("markdown", pa.string(), nullable=False),  # "" when the generation failed
         pa.field("metadata_json", pa.string()),  # provenance (model, prompt, tokens; {} for baselines)
         pa.field("error", pa.string()),  # why the generation failed (null when it did not)
+        pa.field("epoch", pa.int32()),  # which sample (`--epochs`): 0 for the first or only one
     ]
 )
 
@@ -89,13 +90,14 @@ def instance_digest(instance: dict, grounding: list[dict]) -> str:
 
 
 def write_generations(release: Path, system: str, generations: list[Generation]) -> Path:
-    """Write reports/*.md (successful ones) + generations.parquet (all, failures with their error),
-    each file atomically; returns the folder."""
+    """Write reports/*.md (successful ones; sample k > 0 of `--epochs` in reports/epoch-k/) +
+    generations.parquet (all, failures with their error), each file atomically; returns the folder."""
     out = runs_folder(release, system)
     rows = []
-    for g in sorted(generations, key=lambda g: g.instance_id):
+    for g in sorted(generations, key=lambda g: (g.instance_id, g.epoch)):
         if g.markdown is not None:
-            atomic_write_text(out / "reports" / f"{report_file_name(g.instance_id)}.md", g.markdown)
+            folder = out / "reports" / (f"epoch-{g.epoch}" if g.epoch else "")
+            atomic_write_text(folder / f"{report_file_name(g.instance_id)}.md", g.markdown)
         rows.append(
             {
                 "instance_id": g.instance_id,
@@ -103,6 +105,7 @@ def write_generations(release: Path, system: str, generations: list[Generation])
                 "markdown": g.markdown or "",
                 "metadata_json": json.dumps(g.metadata, sort_keys=True, default=str),
                 "error": g.error,
+                "epoch": g.epoch,
             }
         )
     sink = pa.BufferOutputStream()

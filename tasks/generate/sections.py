@@ -8,9 +8,11 @@ too) is one request that writes that text anew; a heading with nothing of its ow
 
 Each request holds the passages of G retrieved for its section only (`RetrievalIndex`; query: heading
 path + S's text there, as a description, never as facts), whole passages within the input budget of
-`tasks.generate.llm.input_budget`. The reply {"section_markdown": ...} must hold no heading line and no
-unclosed fence (either would change S's outline); LLMClient retries an invalid reply, then the section
-fails loudly. Requests run up to `settings.concurrency` at once, cached: a rerun sends nothing.
+`tasks.generate.llm.input_budget`. The reply is the section's body in plain Markdown (one outer
+```markdown fence removed, the former {"section_markdown": ...} wrapper unwrapped: `read_body`); it must
+hold no heading line and no unclosed fence (either would change S's outline); LLMClient retries an
+invalid reply, then the section fails loudly. Requests run up to `settings.concurrency` at once,
+cached: a rerun sends nothing.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from tasks.ground.load import grounding_set_from_rows
 from tasks.llm.backend import Passage, StepContext
 from tasks.llm.client import LLMClient, LLMError, LLMResult
 from tasks.llm.prompts import Prompt, PromptError, prompt_file_or, render
+from tasks.llm.replies import plain_value
 from tasks.markdown.document import code_mask, is_heading, markdown_plain, parse
 from tasks.sources import source_kind
 from tasks.synthesize.retrieve import RetrievalIndex
@@ -48,6 +51,7 @@ __all__ = [
     "Unit",
     "body_problem",
     "plan_sections",
+    "read_body",
     "section_by_section",
 ]
 
@@ -87,11 +91,16 @@ class SectionBody(BaseModel):
     @classmethod
     def _body(cls, v: str) -> str:
         if not v.strip():
-            raise ValueError("section_markdown is empty")
+            raise ValueError("the section body is empty")
         problem = body_problem(v)
         if problem:
             raise ValueError(problem)
         return v.strip()
+
+
+def read_body(reply: str) -> SectionBody:
+    """The section body of a plain reply; ValueError when it cannot go under S's heading."""
+    return plain_value(SectionBody, "section_markdown", reply)
 
 
 @dataclass(frozen=True)
@@ -320,10 +329,11 @@ def section_by_section(
     prompt: Path | None = None,
     *,
     client: LLMClient | None = None,
+    epoch: int = 0,
 ) -> tuple[str, dict]:
     """R' for one instance, one request per section of S with text of its own (see the module
     docstring); returns (markdown, metadata). `prompt` is a template file replacing
-    prompts/generate_section.md (same placeholders)."""
+    prompts/generate_section.md (same placeholders); `epoch` > 0 asks for another sample of each section."""
     template = prompt_file_or(prompt, PROMPT)
     units, plans = plan_sections(instance, grounding, settings, template)
     todo = [p for p in plans if p is not None]
@@ -332,7 +342,7 @@ def section_by_section(
 
     def ask(plan: SectionRequest) -> LLMResult[SectionBody]:
         try:
-            return client.complete_json(ROLE, [dict(m) for m in plan.messages], SectionBody, ctx)
+            return client.complete_text(ROLE, [dict(m) for m in plan.messages], read_body, ctx, epoch=epoch)
         except LLMError as exc:  # name the section: one line, same error type
             raise type(exc)(f"{exc} (section {' > '.join(plan.path)!r})") from None
 

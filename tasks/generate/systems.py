@@ -44,6 +44,7 @@ __all__ = [
     "legacy_one_shot",
     "make_system",
     "select_systems",
+    "with_epochs",
     "without_target",
 ]
 
@@ -60,6 +61,7 @@ class ReportSystem(Protocol):
 
 class _Base:
     kind = ""
+    epochs = 1  # samples per instance (`--epochs`, set by with_epochs for a model sampled with temperature)
 
     def __init__(self, name: str, config: Any) -> None:
         self.name = name
@@ -147,7 +149,10 @@ class OpenAIReportSystem(_Base):
                     raise ConfigError(f"systems.{self.name}.api_key_env", exc.problem) from None
             return self._client
 
-    def generate(self, instance: dict[str, Any], grounding: list[dict[str, Any]]) -> Generation:
+    def generate(
+        self, instance: dict[str, Any], grounding: list[dict[str, Any]], epoch: int = 0
+    ) -> Generation:
+        """One report; `epoch` > 0 asks for another sample (tasks.llm.client.LLMClient.complete_text)."""
         from tasks.llm.client import LLMError
 
         iid = str(instance["instance_id"])
@@ -157,18 +162,31 @@ class OpenAIReportSystem(_Base):
                 from tasks.generate.llm import one_shot
 
                 markdown, meta = one_shot(
-                    visible, grounding, self.settings, self.cache_dir, client=client, prompt=self.prompt
+                    visible,
+                    grounding,
+                    self.settings,
+                    self.cache_dir,
+                    client=client,
+                    prompt=self.prompt,
+                    epoch=epoch,
                 )
             else:
                 from tasks.generate.sections import section_by_section
 
                 markdown, meta = section_by_section(
-                    visible, grounding, self.settings, self.cache_dir, prompt=self.prompt, client=client
+                    visible,
+                    grounding,
+                    self.settings,
+                    self.cache_dir,
+                    prompt=self.prompt,
+                    client=client,
+                    epoch=epoch,
                 )
         except (LLMError, FrameInputError) as exc:
-            return Generation(iid, None, {"kind": "openai", "model": self.settings.model}, str(exc))
+            meta = {"kind": "openai", "model": self.settings.model}
+            return Generation(iid, None, meta, str(exc), epoch)
         meta = {**meta, "system": self.name, "kind": "openai", "strategy": self.config.strategy}
-        return Generation(iid, markdown, meta, None)
+        return Generation(iid, markdown, {**meta, **({"epoch": epoch} if epoch else {})}, None, epoch)
 
 
 class CommandReportSystem(_Base):
@@ -303,6 +321,19 @@ def select_systems(
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise FrameInputError(flag, f"unknown system {name!r} ({hint}one of {', '.join(known)})")
     return chosen
+
+
+def with_epochs(systems: Mapping[str, Any], epochs: int) -> dict[str, Any]:
+    """`systems` with each one's samples per instance set for `--epochs` (tasks.generate.identity.
+    samples_of: one for any system whose report is fixed); None (gold) stays None."""
+    from tasks.generate.identity import samples_of
+
+    if epochs < 1:
+        raise FrameInputError("--epochs", f"must be 1 or more (got {epochs})")
+    for system in systems.values():
+        if system is not None:
+            system.epochs = samples_of(system.config, epochs)
+    return dict(systems)
 
 
 def make_system(name: str, cfg: Any, *, cache_dir: Path) -> ReportSystem:

@@ -1,7 +1,9 @@
-"""JSON calls to any OpenAI-compatible endpoint: validated, retried, cached, rate-limited.
+"""JSON and plain-text calls to any OpenAI-compatible endpoint: validated, retried, cached, rate-limited.
 
 `LLMClient.complete_json` sends one chat request for one role and returns the reply parsed and
-validated against that role's pydantic schema:
+validated against that role's pydantic schema; `complete_text` asks for plain text (a system under
+test's Markdown report) without JSON mode and reads it with the caller's validator, through the same
+machinery:
 
 * cache first: a request already answered (same role, model, messages, parameters) is read
   from the response cache and costs no HTTP call;
@@ -50,7 +52,14 @@ from tasks.errors import FrameInputError
 from tasks.llm import redact
 from tasks.llm.backend import StepContext
 from tasks.llm.cache import CacheEntry, ResponseCache, embedding_hash, request_hash
-from tasks.llm.replies import InvalidOutput, corrective_message, echo_reply, one_line, parse_reply
+from tasks.llm.replies import (
+    InvalidOutput,
+    corrective_message,
+    echo_reply,
+    one_line,
+    parse_reply,
+    parse_text,
+)
 
 log = logging.getLogger(__name__)
 
@@ -294,6 +303,8 @@ class _Asking:
     budget: int
     grown: bool  # the budget was raised once already (or may not be)
     model: str
+    json_mode: bool = True  # a JSON reply is asked for (complete_json), else plain text
+    epoch: int = 0  # which sample of the request (complete_text's epoch)
     prompt_tokens: int = 0
     completion_tokens: int = 0
     attempt: int = 0  # corrective attempts so far (a larger budget is not one)
@@ -429,25 +440,30 @@ class LLMClient:
         s = self.settings
         return s.reasoning_effort_by_role.get(role, s.reasoning_effort)
 
-    def _params(self, role: str = "") -> dict[str, Any]:
+    def _params(self, role: str = "", json_mode: bool = True, epoch: int = 0) -> dict[str, Any]:
         """What a request asks for, as hashed for the cache: the settings, not their wire names (the
-        endpoint's adaptations change how a request is sent, not what it asks)."""
+        endpoint's adaptations change how a request is sent, not what it asks). A text request has no
+        response_format; an epoch > 0 is another sample (epoch 0 keeps the keys of before epochs)."""
         s = self.settings
         out = {
             "endpoint": endpoint_of(s),  # a local quantised "llama3" never answers for a hosted "llama3"
             "temperature": s.temperature,
             "max_tokens": s.output_budget(role),
-            "response_format": JSON_MODE,
+            **({"response_format": JSON_MODE} if json_mode else {}),
             **self.sampling,
+            **({"epoch": epoch} if epoch else {}),
         }
         effort = self._effort(role)
         return {**out, "reasoning_effort": effort} if effort else out
 
-    def _wire(self, messages: list[dict[str, Any]], role: str, budget: int) -> dict[str, Any]:
-        """The request as this endpoint takes it."""
+    def _wire(self, messages: list[dict[str, Any]], role: str, budget: int, epoch: int = 0) -> dict[str, Any]:
+        """The request as this endpoint takes it (a set seed shifted by the epoch: another sample)."""
         s, caps = self.settings, self._caps
         kwargs: dict[str, Any] = {"model": s.model, "messages": messages, caps.tokens: budget}
-        kwargs.update({k: v for k, v in self.sampling.items() if k not in caps.dropped})
+        sampling = {**self.sampling}
+        if epoch and "seed" in sampling:
+            sampling["seed"] = int(sampling["seed"]) + epoch
+        kwargs.update({k: v for k, v in sampling.items() if k not in caps.dropped})
         if "temperature" not in caps.dropped:
             kwargs["temperature"] = s.temperature
         effort = self._effort(role)
@@ -455,7 +471,13 @@ class LLMClient:
             kwargs["reasoning_effort"] = effort
         return kwargs
 
-    def _create(self, messages: list[dict[str, Any]], role: str = "", budget: int | None = None) -> Any:
+    def _create(
+        self,
+        messages: list[dict[str, Any]],
+        role: str = "",
+        budget: int | None = None,
+        ask: _Asking | None = None,
+    ) -> Any:
         """One chat completion. A 400 that names a parameter this endpoint does not take adapts the
         request once and is remembered (max_tokens -> max_completion_tokens, temperature / top_p /
         reasoning_effort left out); any other 400 is retried once without response_format."""
@@ -463,10 +485,11 @@ class LLMClient:
 
         from tasks.llm import deadline
 
-        plain = False  # this request goes without response_format
+        plain = ask is not None and not ask.json_mode  # this request goes without response_format
+        epoch = ask.epoch if ask is not None else 0
         with self._sem:
             while True:
-                kwargs = self._wire(messages, role, budget or self.settings.output_budget(role))
+                kwargs = self._wire(messages, role, budget or self.settings.output_budget(role), epoch)
                 json_mode = self._json_mode and not plain
                 self.stats.add(calls=1)
                 try:
@@ -488,7 +511,7 @@ class LLMClient:
                         plain = True
                         continue
                     raise  # about something else: keep JSON mode for later requests
-                if plain and self._json_mode:
+                if plain and self._json_mode and (ask is None or ask.json_mode):
                     log.warning("endpoint accepts requests without response_format: not sending it again")
                     self._json_mode = False
                 return completion
@@ -532,27 +555,54 @@ class LLMClient:
         what a reply cut at the output budget leads to: "split" raises LLMTruncatedError at once (the
         caller splits its input), "grow" asks once more with the budget doubled, then raises it.
         """
+        return self._complete(role, messages, lambda t: parse_reply(t, schema, check), ctx, on_length, True)
+
+    def complete_text(
+        self,
+        role: str,
+        messages: Sequence[dict[str, Any]],
+        read: Callable[[str], T],
+        ctx: StepContext | None,
+        *,
+        epoch: int = 0,
+    ) -> LLMResult[T]:
+        """Ask for a plain-text (Markdown) reply, without JSON mode, and return `read(reply)`: `read`
+        raising ValueError (pydantic's ValidationError included) makes the reply invalid, answered by a
+        corrective turn like a JSON reply's. Cached, retried, scrubbed and counted as `complete_json`.
+        `epoch` > 0 asks for another sample of the same request: it keys the cache (and shifts a seed
+        the system sets), so K epochs are K replies, not one reply read K times."""
+        return self._complete(role, messages, lambda t: parse_text(t, read), ctx, "grow", False, epoch)
+
+    def _complete(
+        self,
+        role: str,
+        messages: Sequence[dict[str, Any]],
+        parse: Callable[[str], T],
+        ctx: StepContext | None,
+        on_length: str,
+        json_mode: bool,
+        epoch: int = 0,
+    ) -> LLMResult[T]:
+        """One validated reply (complete_json / complete_text): cache, replies, corrective turns."""
         s = self.settings
         messages = [dict(m) for m in messages]
-        key = request_hash(role, s.model, messages, self._params(role))
-        cached = self._cached_json(key, role, schema, check, ctx)
+        key = request_hash(role, s.model, messages, self._params(role, json_mode, epoch))
+        cached = self._cached_reply(key, role, parse, ctx)
         if cached is not None:
             return cached
 
         # one larger budget at most, and only when asked for
-        ask = _Asking(list(messages), s.output_budget(role), on_length != "grow", s.model)
+        ask = _Asking(list(messages), s.output_budget(role), on_length != "grow", s.model, json_mode, epoch)
         max_attempts = s.invalid_retries + 1
         while ask.attempt < max_attempts:
             ask.attempt += 1
             ask.replies += 1
-            completion = self._with_retries(
-                lambda c=ask.convo, b=ask.budget: self._create(c, role, b), role, ctx
-            )
+            completion = self._with_retries(lambda a=ask: self._create(a.convo, role, a.budget, a), role, ctx)
             p = self._count_usage(completion, ask)
             try:
                 # an endpoint that echoes a key back never gets it into a reply, a cache entry or a report
                 text = self.scrub(self._reply_text(completion))
-                value = parse_reply(text, schema, check)
+                value = parse(text)
             except InvalidOutput as problem:
                 if problem.truncated:
                     self._grow_budget(ask, p, role, ctx)  # raises LLMTruncatedError when it cannot
@@ -564,20 +614,15 @@ class LLMClient:
             f"{self.where(role, ctx)}: invalid output after {max_attempts} attempts: {one_line(ask.reason)}"
         )
 
-    def _cached_json(
-        self,
-        key: str,
-        role: str,
-        schema: type[T],
-        check: Callable[[T], Any] | None,
-        ctx: StepContext | None,
+    def _cached_reply(
+        self, key: str, role: str, parse: Callable[[str], T], ctx: StepContext | None
     ) -> LLMResult[T] | None:
         """The cached reply to this request, if there is one and it still validates."""
         entry = self.cache.get(key)
         if entry is None or entry.kind != "chat" or entry.text is None:
             return None
         try:
-            value = parse_reply(entry.text, schema, check)
+            value = parse(entry.text)
         except InvalidOutput as exc:
             log.warning(
                 "%s: cached reply %s no longer validates (%s); asking again",
@@ -646,7 +691,7 @@ class LLMClient:
         )
         if problem.text:
             ask.convo = [*ask.convo, {"role": "assistant", "content": echo_reply(self.scrub(problem.text))}]
-        ask.convo = [*ask.convo, {"role": "user", "content": corrective_message(problem)}]
+        ask.convo = [*ask.convo, {"role": "user", "content": corrective_message(problem, ask.json_mode)}]
 
     def _answered(self, key: str, role: str, text: str, value: T, ask: _Asking) -> LLMResult[T]:
         """A validated reply: cached, then returned."""

@@ -1,5 +1,6 @@
 """Reading one chat reply: reasoning set aside, JSON found and parsed leniently, the schema and the
-step's check applied (tasks.llm.client sends the requests; this module only reads what came back).
+step's check applied (or, for a plain reply, its Markdown read: `parse_text`, `plain_markdown`)
+(tasks.llm.client sends the requests; this module only reads what came back).
 
 Reasoning blocks (`<think>` and the like) are never parsed; code fences, raw newlines in strings and
 text around the object are tolerated, as models write them without JSON mode (docs/endpoints.md).
@@ -141,7 +142,62 @@ def echo_reply(text: str) -> str:
     )
 
 
-def corrective_message(problem: InvalidOutput) -> str:
+def parse_text(text: str, read: Callable[[str], T]) -> T:
+    """Read one plain-text reply: reasoning blocks set aside, then `read(answer)`; a ValueError from it
+    (pydantic's ValidationError included) is an InvalidOutput with a short reason."""
+    answer = drop_reasoning(text)
+    if not answer.strip():
+        reason = (
+            "the reply holds only reasoning, no answer after it" if text.strip() else "the reply was empty"
+        )
+        raise InvalidOutput(reason, text)
+    try:
+        return read(answer)
+    except ValidationError as exc:
+        raise InvalidOutput(summarise_validation(exc), text) from None
+    except ValueError as exc:
+        raise InvalidOutput(one_line(str(exc) or type(exc).__name__), text) from None
+
+
+_OUTER_FENCE = re.compile(
+    r"\A```[ \t]*(?:markdown|md|MARKDOWN|Markdown)?[ \t]*\r?\n(.*?)\r?\n?```[ \t]*\Z", re.S
+)
+
+
+def plain_markdown(text: str, key: str) -> str:
+    """The Markdown of a plain reply: the reply itself, with one outer ```markdown (or bare) fence around
+    the whole of it removed; a reply that is exactly one JSON object holding `key` as a string (the
+    wrapper frame once asked for) gives that string."""
+    t = text.strip()
+    m = _OUTER_FENCE.match(t)
+    if m:
+        t = m.group(1).strip()
+    if t.startswith("{") and t.endswith("}"):
+        try:
+            data = _LENIENT.decode(t)
+        except json.JSONDecodeError:
+            return t
+        if isinstance(data, dict) and isinstance(data.get(key), str):
+            return data[key]
+    return t
+
+
+def plain_value(schema: type[T], key: str, reply: str) -> T:
+    """`schema` holding the Markdown of a plain reply under `key` (plain_markdown); a ValueError saying
+    what is wrong with the reply, never naming `key`, a field the model was never asked for."""
+    try:
+        return schema.model_validate({key: plain_markdown(reply, key)})
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        raise ValueError(str((err.get("ctx") or {}).get("error") or err.get("msg"))) from None
+
+
+def corrective_message(problem: InvalidOutput, json_mode: bool = True) -> str:
+    if not json_mode:
+        return (
+            f"Your previous reply could not be used: {problem.reason}. Answer again with the Markdown only "
+            "(no JSON, no code fence around it), and nothing before or after it."
+        )
     return (
         f"Your previous reply could not be used: {problem.reason}. Answer again with exactly one JSON "
         "object that has the required shape, and nothing before or after it."

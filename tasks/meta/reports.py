@@ -109,15 +109,17 @@ class Generations:
                 names = set(parquet.schema_arrow.names)
                 if not {"instance_id", "markdown"} <= names:
                     raise FrameInputError(path, "not a generations table: needs instance_id, markdown")
-                columns = ["instance_id", "markdown", *(["error"] if "error" in names else [])]
+                columns = ["instance_id", "markdown", *(c for c in ("error", "epoch") if c in names)]
                 data = parquet.read(columns=columns).to_pydict()
             except (pa.ArrowException, OSError, ValueError) as exc:
                 line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 raise FrameInputError(path, f"not a readable parquet file ({line[:200]})") from None
         errors = data.get("error") or [None] * len(data["instance_id"])
+        epochs = data.get("epoch") or [0] * len(data["instance_id"])  # `--epochs`: the first sample is judged
         return {
             str(i): ("" if m is None else str(m), _error(e))
-            for i, m, e in zip(data["instance_id"], data["markdown"], errors, strict=True)
+            for i, m, e, k in zip(data["instance_id"], data["markdown"], errors, epochs, strict=True)
+            if not k
         }
 
     def report_file(self, system: str, instance_id: str) -> str | None:

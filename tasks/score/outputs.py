@@ -68,8 +68,10 @@ def scores_folder(release: Path) -> Path:
 def score_rows(results: list[tuple[dict, str, MetricResult]]) -> tuple[list[dict], list[dict]]:
     """(scores rows, evidence rows) in (instance, system, metric) order."""
     scores, evidence = [], []
-    for inst, system, r in sorted(results, key=lambda x: (x[0]["instance_id"], x[1], x[2].metric)):
-        iid = inst["instance_id"]
+    for inst, system, r in sorted(
+        results, key=lambda x: (x[0]["instance_id"], x[1], x[2].metric, x[0].get("epoch", 0))
+    ):
+        iid, epoch = inst["instance_id"], int(inst.get("epoch", 0))  # `--epochs`: sample of the report
         scores.append(
             {
                 "instance_id": iid,
@@ -82,12 +84,13 @@ def score_rows(results: list[tuple[dict, str, MetricResult]]) -> tuple[list[dict
                 "sampled": len(r.items),
                 "detail_json": json.dumps(r.detail, sort_keys=True, default=str),
                 "periods_skipped": _int_or_none(inst.get("periods_skipped")),
+                "epoch": epoch,
             }
         )
         for it in r.items:
             evidence.append(
                 {
-                    "item_id": f"{iid}|{system}|{r.metric}|{it.index}",
+                    "item_id": f"{iid}|{system}|{r.metric}|{it.index}" + (f"|epoch-{epoch}" if epoch else ""),
                     "instance_id": iid,
                     "system": system,
                     "metric": r.metric,
@@ -112,6 +115,7 @@ def values_text(results: list[MetricResult]) -> str:
 
 def write_outputs(out: Path, run: ScoreRun) -> None:
     from tasks.score.leaderboard import leaderboard_files
+    from tasks.score.leaderboard.epochs import per_instance, sampling, sampling_markdown
     from tasks.score.leaderboard.files import leaderboard_tables
     from tasks.score.results_file import build_results
 
@@ -124,6 +128,9 @@ def write_outputs(out: Path, run: ScoreRun) -> None:
         pd.DataFrame(rows) if rows else pd.DataFrame({f.name: pd.Series(dtype=object) for f in SCORES_SCHEMA})
     )
     release = release_id(run.release)
+    # `--epochs`: the board reads one row per instance (the mean of its samples), the samples' spread apart
+    repeats = sampling(scores, seed=run.settings.seed, n_resamples=run.settings.bootstrap)
+    scores = per_instance(scores)
     tables = leaderboard_tables(
         scores, seed=run.settings.seed, n_resamples=run.settings.bootstrap, pairs=run.pairs
     )
@@ -137,6 +144,7 @@ def write_outputs(out: Path, run: ScoreRun) -> None:
         generation=run.extra.get("generation"),
         tables=tables,
     )
+    boards["leaderboard.md"] += sampling_markdown(repeats)
     for name, text in boards.items():  # leaderboard.md/.csv, paired_tests.csv, win_matrix.csv
         atomic_write_text(out / name, text)
     for name, data in run.files.items():

@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from tasks.errors import FrameInputError
+from tasks.score.leaderboard.epochs import per_instance
 
 REQUIRED_SCORES: tuple[str, ...] = ("instance_id", "category", "system", "metric", "value")
 REQUIRED_EVIDENCE: tuple[str, ...] = ("instance_id", "system", "metric", "kind", "text", "score")
@@ -66,7 +67,7 @@ def _load(scores_dir: Path) -> _Folder:
     scores = _read_parquet(path, REQUIRED_SCORES)
     if scores.empty:
         raise FrameInputError(path, "has no rows")
-    scores = scores.copy()
+    scores = per_instance(scores).copy()  # `--epochs`: one row per instance, the mean of its samples
     for c in ("instance_id", "system", "metric"):
         scores[c] = scores[c].astype(str)
     scores["category"] = scores["category"].fillna("").astype(str)
