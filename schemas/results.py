@@ -41,6 +41,7 @@ class ResultsSystem(_Shape):
     instances: int  # n: the instances asked of it (a kit submission's withheld ones left out)
     generated: int  # k: reports produced
     failed: int
+    failed_samples: int = 0  # `--epochs`: failed samples of any epoch (`failed` counts instances' first)
     withheld: int = 0  # instances a blind kit withholds, never asked of this submission
     first_instance: str | None = None  # of its first failed generation
     first_error: str | None = None

@@ -68,6 +68,7 @@ def _systems(run: Any, baselines: list[str]) -> list[dict]:
         out.append(
             {"name": name, "kind": str(identity.get("kind", "builtin")), "identity": identity}
             | {k: g.get(k) for k in ("instances", "generated", "failed", "withheld")}
+            | {"failed_samples": g.get("failed_samples") or 0}
             | {"first_instance": g.get("first_instance"), "first_error": g.get("first_error")}
             | {"baseline": name in baselines, "reference": name == REFERENCE}
         )

@@ -82,6 +82,7 @@ def unscored(
         out[name] = {
             "instances": n,
             "failed": len(mine),
+            "failed_samples": len(every),
             "first_instance": first["instance_id"],
             "first_error": first["error"],
         }
@@ -95,17 +96,20 @@ def generation_summary(
     n: int,
     withheld: dict[str, list[str]] | None = None,
 ) -> dict[str, dict]:
-    """{system: {instances, generated, failed, withheld, first_instance, first_error}} for every requested
+    """{system: {instances, generated, failed, failed_samples, withheld, first_instance, first_error}} for every requested
     system, gold included (n of n): "generated k/n" on the board and in results.json. `instances` leaves
     out a kit submission's `withheld` instances (never asked of it, not failures)."""
     out: dict[str, dict] = {}
     for name in systems:
-        mine = [f for f in failed if f["system"] == name]
+        # `--epochs`: k/n counts instances (their first sample); a later sample's failure is counted apart
+        every = [f for f in failed if f["system"] == name]
+        mine = [f for f in every if not f.get("epoch")]
         left = len((withheld or {}).get(name, []))
         out[name] = {
             "instances": n - left,
             "generated": len(generated.get(name, {})),
             "failed": len(mine),
+            "failed_samples": len(every),
             "withheld": left,
             "first_instance": mine[0]["instance_id"] if mine else None,
             "first_error": mine[0]["error"] if mine else None,
