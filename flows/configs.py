@@ -4,9 +4,12 @@ before any step (tasks.llm.redact)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["eval_or_build_config", "llm_settings", "run_settings"]
+from tasks.errors import FrameInputError
+
+__all__ = ["eval_or_build_config", "instance_subset", "llm_settings", "missing_in_subset", "run_settings"]
 
 
 def llm_settings(config: Path | None):
@@ -49,3 +52,33 @@ def eval_or_build_config(config: Path | None):
     llm, data_dir = llm_settings(config)
     redact.register_env([llm.api_key_env])
     return None, llm, data_dir, run_settings(config) if config is not None else RunSettings().resolved()
+
+
+def instance_subset(release: Path, limit: int | None, instances: str | None):
+    """The tasks.select.Subset that --limit / --instances choose of the release (None: every instance)."""
+    from tasks.release import members
+    from tasks.select import parse_ids, select_instances
+
+    if limit is None and instances is None:
+        return None
+    table = members.read_table(release, "instances", columns=["instance_id", "category"])
+    rows = zip(table.column("instance_id").to_pylist(), table.column("category").to_pylist(), strict=True)
+    ids = parse_ids(instances)
+    if instances is not None and ids is None:
+        raise FrameInputError("--instances", "give comma-separated instance ids")
+    return select_instances(rows, limit, ids)
+
+
+def missing_in_subset(systems: dict, ids: Iterable[str]) -> list[str]:
+    """One problem line per instance of a --limit / --instances subset that a checked submission lacks
+    (tasks.generate.systems: `reports` after `check`); the instances outside the subset are not missing."""
+    problems = []
+    for system in systems.values():
+        reports = getattr(system, "reports", None)
+        if getattr(system, "check", None) is None or reports is None:
+            continue
+        where = getattr(getattr(system, "config", None), "path", system.name)
+        problems += [
+            f"{where}: instance {i}: missing (no report for this instance)" for i in ids if i not in reports
+        ]
+    return problems

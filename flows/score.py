@@ -99,11 +99,13 @@ def score_release(
     metrics: list[str] | None = None,
     run: RunSettings | None = None,
     embed_llm: LLMSettings | None = None,
+    subset: dict | None = None,
 ) -> str:
     """The score flow on the task runner that `run` (a config's `[run]`; default: threads) selects, with
     the FRAME_TASK_RUNNER / FRAME_DASK_ADDRESS overrides. Where tasks run is not part of any cache key.
     `systems` names builtins (or `one-shot` on `llm`) or maps names to ReportSystems; `llm` is the
-    judge role's endpoint, `embed_llm` the embedder's (default: the judge's)."""
+    judge role's endpoint, `embed_llm` the embedder's (default: the judge's); `subset` the instances of a
+    --limit / --instances run (tasks.select.Subset.record: generated, scored and stated, the rest not)."""
     from flows.runners import make_task_runner
     from flows.server import temporary_server_ready
 
@@ -118,7 +120,7 @@ def score_release(
     try:
         temporary_server_ready()  # a command's early server (flows.server): the model loads meanwhile
         flow_on_runner = score_release_flow.with_options(task_runner=runner)
-        folder = flow_on_runner(release, systems, settings, llm, out_dir, metrics, embed_llm)
+        folder = flow_on_runner(release, systems, settings, llm, out_dir, metrics, embed_llm, subset)
     except FrameInputError:
         raise
     except Exception as exc:
@@ -171,6 +173,7 @@ def score_release_flow(
     out_dir: str | None = None,
     metrics: list[str] | None = None,
     embed_llm: LLMSettings | None = None,
+    subset: dict | None = None,
 ) -> str:
     """Score every instance of `release` for every system and selected family; returns the output folder.
 
@@ -180,6 +183,9 @@ def score_release_flow(
     selection, families, comparisons = registry.plan(metrics, len([s for s in names if s != GOLD]))
     rel = Path(release).resolve()
     instances, _ = load_release_inputs(rel)
+    only = subset["instance_ids"] if subset else None
+    if only is not None:  # a --limit / --instances run: the other instances are neither generated nor scored
+        instances = instances[instances["instance_id"].isin(set(only))].reset_index(drop=True)
     # the families' code digests (cache keys) first, before any task runs: parsing is not thread-safe
     codes = {f: registry.code_digest(f) for f in (*families, *comparisons)}
     env = judge_env(settings, llm, embed_llm)
@@ -188,7 +194,7 @@ def score_release_flow(
     per_instance = sum(registry.family(f).prepares for f in families) + len(comparisons) - len(in_flow)
     n_made = len([s for s in systems.values() if s is not None])
     _start_progress(len(job.records) * (n_made + len(names) * len(families) + per_instance))
-    generated, gen_digest, gen_failed = generate_for_scoring(rel, systems, job.gold, _outcome)
+    generated, gen_digest, gen_failed = generate_for_scoring(rel, systems, job.gold, _outcome, only)
     unscored = unscored_systems(systems, generated, gen_failed, len(job.records))
     for name, u in unscored.items():
         get_run_logger().error("%s produced no report (%s): left out of the scores", name, unscored_text(u))
@@ -213,6 +219,8 @@ def score_release_flow(
     }
     run.extra["generation_failures"] = gen_failed
     run.extra["unscored_systems"] = unscored
+    if subset:
+        run.extra["subset"] = subset  # manifest.json; the leaderboard states it (tasks.score.outputs)
     for files, extra in parts:
         run.files.update(files)
         run.extra.update(extra)

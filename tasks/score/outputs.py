@@ -128,6 +128,8 @@ def write_outputs(out: Path, run: ScoreRun) -> None:
         release=release,
         baselines=baselines(run.extra.get("system_identities"), run.systems),
     )
+    if run.extra.get("subset"):  # a --limit / --instances run says so under the board's summary line
+        boards["leaderboard.md"] = subset_line(boards["leaderboard.md"], run.extra["subset"]["note"])
     for name, text in boards.items():  # leaderboard.md/.csv, paired_tests.csv, win_matrix.csv
         atomic_write_text(out / name, text)
     for name, data in run.files.items():
@@ -157,6 +159,13 @@ def write_outputs(out: Path, run: ScoreRun) -> None:
     buf = io.StringIO()
     json.dump(manifest, buf, indent=2, sort_keys=True)
     atomic_write_text(out / "manifest.json", buf.getvalue() + "\n")
+
+
+def subset_line(board: str, note: str) -> str:
+    """leaderboard.md with `note` (tasks.select.Subset.note) as a paragraph after its summary line."""
+    lines = board.split("\n")
+    at = next((i + 1 for i, ln in enumerate(lines) if i > 0 and ln.strip()), len(lines))
+    return "\n".join([*lines[:at], "", note, *lines[at:]])
 
 
 def instance_features(release: Path, instances: pd.DataFrame) -> pd.DataFrame:
