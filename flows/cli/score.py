@@ -104,6 +104,8 @@ def _generate_systems(cli: CliModels, ev: Any, llm: Any, system: str | None):
 
     if system == "gold":
         raise FrameInputError("--system", "gold is the release's own target report: nothing to generate")
+    if cli.stray() is not None:
+        raise FrameInputError(cli.stray(), "needs its model flag --model")
     if cli.given():
         if ev is not None:
             raise FrameInputError(
@@ -321,6 +323,10 @@ def score_cmd(
 def _cli_config(cli: CliModels | None, ev: Any, llm: Any, systems: str, metrics: str, options: dict):
     """(ev, systems, metrics, the raw config to write or None): the flags' config when a model flag is
     given (flows.cli.models), else what --config said, unchanged."""
+    if cli is not None and cli.stray() is not None:
+        raise FrameInputError(
+            cli.stray(), "needs its model flag (--model, --judge-model or --embedder-model)"
+        )
     if cli is None or not cli.given():
         return ev, systems, metrics, None
     if ev is not None:
