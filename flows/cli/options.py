@@ -10,6 +10,10 @@ from typing import Annotated
 
 import typer
 
+# declared in flows.subset_options (flows.meta takes them too), re-exported beside the other shared options
+from flows.subset_options import InstanceIds as InstanceIds
+from flows.subset_options import Limit as Limit
+
 # a release by folder (commands that read one) or by name (commands that write its next version)
 ReleaseFolder = Annotated[Path, typer.Option("--release", help="data/releases/<name>/<version>")]
 ReleaseName = Annotated[str, typer.Option("--release", help="release name")]
@@ -76,13 +80,4 @@ EmbedderModel = Annotated[
 EmbedderBaseUrl = Annotated[
     str | None,
     typer.Option("--embedder-base-url", help="the --embedder-model endpoint (default: --judge-base-url's)"),
-]
-
-# A smoke run on a few instances (tasks.select: stratified by category, deterministic)
-Limit = Annotated[
-    int | None,
-    typer.Option("--limit", help="only N instances, chosen round-robin over categories (docs/evaluate.md)"),
-]
-InstanceIds = Annotated[
-    str | None, typer.Option("--instances", help="only these comma-separated instance ids")
 ]
