@@ -73,8 +73,7 @@ def test_selection_is_stratified_deterministic_and_hash_ordered(release):
         shuffled = rows[:]
         random.Random(n).shuffle(shuffled)
         assert select_instances(shuffled, n) == got  # no dependence on the table's order
-    first = {min((i for i, c in rows if c == cat), key=_rank) for cat in order}
-    assert select_instances(rows, len(order)).ids == tuple(sorted(first))
+    assert select_instances(rows, len(order)).ids == tuple(sorted(_first_of(rows, order)))
     assert select_instances(rows, len(rows)) is None and select_instances(rows) is None
     named = [rows[3][0], rows[0][0]]
     assert select_instances(rows, ids=named).ids == tuple(sorted(named))
@@ -88,41 +87,42 @@ def _run(args: list[str], home: Path) -> subprocess.CompletedProcess:
     return subprocess.run([FRAME, *args], capture_output=True, text=True, env=frame_env(home), timeout=600)
 
 
-def test_score_limit_generates_scores_and_states_only_the_subset(release, tmp_path):
-    out = tmp_path / "scores"
-    args = ["score", "--release", str(release), "--systems", "gold,copy-sample", "--limit", "2"]
-    res = _run([*args, "--metrics", "text_edit_distance", "--bootstrap", "100", "--out", str(out)], tmp_path)
-    assert res.returncode == 0, res.stderr[-3000:]
-    first_two = set(CATEGORY_ORDER[:2])  # round-robin: one instance of each of the first two categories
-    scores = pd.read_parquet(out / "scores.parquet")
-    assert scores.instance_id.nunique() == 2 and set(scores.category) == first_two
-    gens = pd.read_parquet(
-        release.parents[2] / "generations" / "demo" / "0.1.0" / "copy-sample" / "generations.parquet"
-    )
-    assert set(gens.instance_id) == set(scores.instance_id)  # nothing generated for the others
-    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["subset"]["instance_ids"] == sorted(scores.instance_id.unique())
-    assert manifest["subset"]["limit"] == 2 and manifest["subset"]["of"] == len(_rows(release))
-    board = (out / "leaderboard.md").read_text(encoding="utf-8")
-    line = f"Subset: 2 of {len(_rows(release))} instances (--limit 2, stratified by category): ids "
-    assert line + ", ".join(sorted(scores.instance_id.unique())) in board
+def _first_of(rows: list[tuple[str, str]], categories: list[str]) -> set[str]:
+    """Per category, the instance of the lowest selection hash (the oracle of --limit len(categories))."""
+    return {min((i for i, c in rows if c == cat), key=_rank) for cat in categories}
 
 
-def test_a_submission_of_the_named_instances_is_not_missing_the_others(release, tmp_path):
-    iid = _rows(release)[0][0]
+def test_score_limit_generates_scores_checks_and_states_only_the_subset(release, tmp_path):
+    rows = _rows(release)
+    chosen = _first_of(rows, list(CATEGORY_ORDER[:2]))  # --limit 2: one of each of the first two categories
     sub = tmp_path / "submission"
     sub.mkdir()
-    (sub / f"{report_file_name(iid)}.md").write_text("# A report\n\nSubmitted.\n", encoding="utf-8")
+    for iid in chosen:  # a submission of the chosen instances only
+        (sub / f"{report_file_name(iid)}.md").write_text("# A report\n\nSubmitted.\n", encoding="utf-8")
     config = tmp_path / "eval.toml"
-    config.write_text('[systems.outside]\nkind = "submission"\npath = "submission"\n', encoding="utf-8")
+    config.write_text(
+        '[systems.gold]\nkind = "builtin"\n[systems.copy-sample]\nkind = "builtin"\n'
+        '[systems.outside]\nkind = "submission"\npath = "submission"\n',
+        encoding="utf-8",
+    )
     base = ["score", "--release", str(release), "--config", str(config), "--metrics", "text_edit_distance"]
     whole = _run([*base, "--dry-run"], tmp_path)  # the submission check runs before any estimate
     assert whole.returncode == 2 and "missing" in whole.stderr  # without a subset: the others are missing
-    res = _run([*base, "--instances", iid, "--bootstrap", "100", "--out", str(tmp_path / "b")], tmp_path)
+    out = tmp_path / "scores"
+    res = _run([*base, "--limit", "2", "--bootstrap", "100", "--out", str(out)], tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
-    scores = pd.read_parquet(tmp_path / "b" / "scores.parquet")
-    assert set(scores.instance_id) == {iid} and set(scores.system) == {"outside"}
-    assert "(--instances): ids " + iid in (tmp_path / "b" / "leaderboard.md").read_text(encoding="utf-8")
+    scores = pd.read_parquet(out / "scores.parquet")
+    assert set(scores.instance_id) == chosen and set(scores.system) == {"gold", "copy-sample", "outside"}
+    gens = pd.read_parquet(
+        release.parents[2] / "generations" / "demo" / "0.1.0" / "copy-sample" / "generations.parquet"
+    )
+    assert set(gens.instance_id) == chosen  # nothing generated for the others
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["subset"]["instance_ids"] == sorted(chosen)
+    assert manifest["subset"]["limit"] == 2 and manifest["subset"]["of"] == len(rows)
+    board = (out / "leaderboard.md").read_text(encoding="utf-8")
+    line = f"Subset: 2 of {len(rows)} instances (--limit 2, stratified by category): ids "
+    assert line + ", ".join(sorted(chosen)) in board
 
 
 def test_generate_limit_and_bad_instance_ids(release):
@@ -139,3 +139,35 @@ def test_generate_limit_and_bad_instance_ids(release):
         assert bad.exit_code == 2 and bad.stderr.strip().splitlines() == [
             "frame: error: --instances: not an instance of the release: x/y"
         ], bad.stderr
+
+
+def test_evolve_splits_keep_a_stratified_few_and_meta_judge_takes_the_flags(release):
+    from flows.configs import split_subsets
+    from tasks.evolve.splits import assign_splits
+
+    columns = ["instance_id", "domain", "category"]
+    instances = pd.read_parquet(release / "instances.parquet", columns=columns)
+    splits = assign_splits(instances, release, 2, 2, 0)
+    limited = split_subsets(splits, instances, 2, None)
+    cat = dict(zip(instances.instance_id, instances.category, strict=True))
+    for name, members in splits.instances.items():
+        kept = limited.instances[name]
+        assert set(kept) <= set(members) and len(kept) == min(2, len(members))
+        # two categories in the split: one of each (stratified), else the two first by hash
+        assert len({cat[i] for i in kept}) == min(2, len({cat[i] for i in members}))
+    firsts = {name: members[0] for name, members in splits.instances.items()}
+    assert split_subsets(splits, instances, None, ",".join(firsts.values())).instances == {
+        name: [first] for name, first in firsts.items()
+    }
+    one = firsts["locked"]
+    with pytest.raises(FrameInputError, match="--instances: none of the named instances is in the discovery"):
+        split_subsets(splits, instances, None, one)  # the tuning splits would be left empty
+    human = (
+        Path(__file__).resolve().parents[1] / "data" / "annotations" / "demo-0.1.0" / "coverage" / "human.csv"
+    )
+    bad = CliRunner().invoke(
+        app, ["meta", "judge", str(human), "--release", str(release), "--instances", "x/y"]
+    )
+    assert bad.exit_code == 2 and bad.stderr.startswith("frame: error: --instances: not an instance"), (
+        bad.stderr
+    )
