@@ -105,14 +105,16 @@ def test_bad_model_flags_are_one_line_errors(tmp_path):
     rel = write_release(tmp_path)
     config = tmp_path / "eval.toml"
     config.write_text('[systems.extractive]\nkind = "builtin"\n', encoding="utf-8")
-    cases = {
-        "--model-arg": ["--model", "openai/m", "--model-arg", "colour=red"],
-        "--model": ["--model", "anthropic/m"],
-        "--model-base-url": ["--model", "openai/a", "--model", "openai/b", "--model-base-url", "http://x/v1",
-                             "--model-base-url", "http://y/v1", "--model-base-url", "http://z/v1"],
-        "--judge-base-url": ["--judge-base-url", "http://x/v1"],
-    }  # fmt: skip
-    for flag, extra in cases.items():
+    cases = [
+        ("--model-arg", ["--model", "openai/m", "--model-arg", "colour=red"]),  # unknown key
+        ("--model-arg", ["--model", "openai/m", "--model-arg", "temperature=9"]),  # refused value
+        ("--model", ["--model", "anthropic/m"]),
+        ("--model-base-url", ["--model", "openai/m", "--model-base-url", "ftp://x"]),
+        ("--model-base-url", ["--model", "openai/a", "--model", "openai/b", "--model-base-url", "http://x/v1",
+                              "--model-base-url", "http://y/v1", "--model-base-url", "http://z/v1"]),
+        ("--judge-base-url", ["--judge-base-url", "http://x/v1"]),
+    ]  # fmt: skip
+    for flag, extra in cases:
         res = CliRunner().invoke(app, ["score", "--release", str(rel), *extra])
         assert res.exit_code == 2, (flag, res.output)
         lines = [ln for ln in res.stderr.splitlines() if ln.strip()]

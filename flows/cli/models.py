@@ -87,9 +87,9 @@ def _model_args(args: list[str], names: list[str]) -> dict[str, dict[str, Any]]:
     allowed = sorted(set(OpenAISystem.model_fields) - {"kind", "model", "base_url"})
     out: dict[str, dict[str, Any]] = {n: {} for n in names}
     for arg in args:
-        target, _, pair = arg.rpartition(":") if ":" in arg.split("=", 1)[0] else ("", "", arg)
-        key, eq, value = pair.partition("=")
-        key = key.strip()
+        head, eq, value = arg.partition("=")
+        target, _, key = head.rpartition(":")  # NAME:key=value; a value may hold ':' and '='
+        key, target = key.strip(), target.strip()
         if not eq or not key:
             raise FrameInputError("--model-arg", f"give key=value or NAME:key=value (got {arg!r})")
         if key not in allowed:
@@ -136,12 +136,21 @@ def _roles(cli: CliModels, llm: Any, judge: str | None) -> dict[str, Any]:
     return out
 
 
-def _validated(raw: dict[str, Any], flag: str):
+def _validated(raw: dict[str, Any], cli: CliModels):
+    """The EvalConfig of `raw`; a refused value is a one-line error naming the flag that gave it."""
     from schemas.evaluation import EvalConfig, config_error
 
     try:
         return EvalConfig.model_validate(raw, context={"base": Path.cwd()})
     except ValidationError as exc:
+        loc = [str(p) for p in exc.errors()[0]["loc"]]
+        flag = {"judge": "--judge-model", "embedder": "--embedder-model"}.get(loc[0], "--model")
+        if loc[0] == "systems" and loc[-1] not in ("kind", "model", "base_url") and cli.args:
+            flag = "--model-arg"
+        elif loc[-1] == "base_url":
+            flag = {"--model": "--model-base-url", "--judge-model": "--judge-base-url"}.get(
+                flag, "--embedder-base-url"
+            )
         raise FrameInputError(flag, config_error(Path(flag), exc).problem.removeprefix("field ")) from None
 
 
@@ -166,8 +175,7 @@ def cli_eval_config(
         if raw["embedder"].get("kind", "minilm") == "minilm":
             raw["embedder"]["precision"] = precision
     raw["score"] = {k: v for k, v in score.items() if v is not None}
-    flag = "--model" if cli.models else "--judge-model" if cli.judge_model else "--embedder-model"
-    return _validated(raw, flag), raw
+    return _validated(raw, cli), raw
 
 
 def repeat_command(command: str, release: Path, pick: tuple[int | None, str | None], extra: str = "") -> str:
