@@ -106,8 +106,8 @@ def test_score_limit_generates_scores_checks_and_states_only_the_subset(release,
         encoding="utf-8",
     )
     base = ["score", "--release", str(release), "--config", str(config), "--metrics", "text_edit_distance"]
-    whole = _run([*base, "--dry-run"], tmp_path)  # the submission check runs before any estimate
-    assert whole.returncode == 2 and "missing" in whole.stderr  # without a subset: the others are missing
+    whole = CliRunner().invoke(app, [*base, "--dry-run"])  # the submission check runs before any estimate
+    assert whole.exit_code == 2 and "missing" in whole.stderr  # without a subset: the others are missing
     out = tmp_path / "scores"
     res = _run([*base, "--limit", "2", "--bootstrap", "100", "--out", str(out)], tmp_path)
     assert res.returncode == 0, res.stderr[-3000:]
