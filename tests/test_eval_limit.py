@@ -134,6 +134,9 @@ def test_generate_limit_and_bad_instance_ids(release):
         release.parents[2] / "generations" / "demo" / "0.1.0" / "extractive" / "generations.parquet"
     )
     assert len(gens) == 3 and set(gens.instance_id) == set(select_instances(_rows(release), 3).ids)
+    dry = ["score", "--release", str(release), "--systems", "gold,extractive", "--limit", "2", "--dry-run"]
+    res = CliRunner().invoke(app, dry)
+    assert res.exit_code == 0 and "demo/0.1.0, 2 instance(s)" in res.stdout, res.output  # the estimate too
     for cmd in (["generate", "--system", "extractive"], ["score", "--systems", "extractive"]):
         bad = CliRunner().invoke(app, [cmd[0], "--release", str(release), *cmd[1:], "--instances", "x/y"])
         assert bad.exit_code == 2 and bad.stderr.strip().splitlines() == [

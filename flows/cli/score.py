@@ -397,6 +397,7 @@ def _print_score_estimate(release: Path, plan) -> None:
         plan.settings,
         prices=plan.ev.prices if plan.ev is not None else None,
         generators=ESTIMATE_GENERATORS,
+        only=plan.subset.ids if plan.subset is not None else None,
     )
     print(est.render_markdown())
 
