@@ -175,7 +175,12 @@ def cli_eval_config(
         if raw["embedder"].get("kind", "minilm") == "minilm":
             raw["embedder"]["precision"] = precision
     raw["score"] = {k: v for k, v in score.items() if v is not None}
-    return _validated(raw, cli), raw
+    ev = _validated(raw, cli)
+    from tasks.llm import redact
+
+    # as for a config file (flows.configs): every key the flags name is a secret from now on
+    redact.register_env(redact.key_envs(ev.model_dump()))
+    return ev, raw
 
 
 def repeat_command(command: str, release: Path, pick: tuple[int | None, str | None], extra: str = "") -> str:

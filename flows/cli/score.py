@@ -88,11 +88,11 @@ def generate_cmd(
         _fail(exc)
     failed = False
     for name, made in chosen.items():
-        out = _generate_one(release, name, made, subset)
-        failed = failed or out is None
-        if raw is not None and out is not None:  # the flags' config, beside the reports it produced
+        out, ok = _generate_one(release, name, made, subset)
+        failed = failed or not ok
+        if raw is not None:  # the flags' config, beside the reports it produced
             write_config(
-                raw, out[0], repeat_command("generate", release, (limit, instances), f" --system {name}")
+                raw, out, repeat_command("generate", release, (limit, instances), f" --system {name}")
             )
     if failed:
         raise typer.Exit(1)
@@ -120,7 +120,7 @@ def _generate_systems(cli: CliModels, ev: Any, llm: Any, system: str | None):
 
 
 def _generate_one(release: Path, name: str, system: Any, subset: Any):
-    """Generate and write one system's reports; (folder, generations), or None when any failed."""
+    """Generate and write one system's reports; (folder, whether every instance got its report)."""
     import pandas as pd
 
     from flows.generate import generate_all
@@ -138,7 +138,7 @@ def _generate_one(release: Path, name: str, system: Any, subset: Any):
     for g in failed:
         print(f"frame: error: generate {name}: {g.instance_id}: {g.error.splitlines()[0]}", file=sys.stderr)
     print(f"generations: {out} ({len(made) - len(failed)} of {len(made)} report(s))")
-    return None if failed else (out, made)
+    return out, not failed
 
 
 def _score_request(release: Path, metrics: str, ev: Any, **settings: Any):
