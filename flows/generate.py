@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,14 @@ def systems_for(
     return {n: make_system(n, cfg, cache_dir=cache_dir) for n, cfg in chosen.items() if n != "gold"}
 
 
+def release_inputs(release: Path, only: Collection[str] | None):
+    """load_release_inputs, kept to the instance ids `only` (None: every instance)."""
+    instances, by_set = load_release_inputs(release)
+    if only is not None:
+        instances = instances[instances["instance_id"].isin(set(only))].reset_index(drop=True)
+    return instances, by_set
+
+
 def check_submissions(
     systems: dict[str, ReportSystem],
     instance_ids: list[str],
@@ -107,10 +115,12 @@ def generate_reports(
     release: Path,
     system: ReportSystem,
     on_done: Callable[[str], None] | None = None,
+    only: Collection[str] | None = None,
 ) -> list[Generation]:
     """One Generation per instance of `release` and sample (`system.epochs`; nothing written); a failed
-    instance does not stop the others."""
-    instances, by_set = load_release_inputs(release)
+    instance does not stop the others. `only`: these instance ids (--limit / --instances, tasks.select),
+    else every one."""
+    instances, by_set = release_inputs(release, only)
     out = []
     for inst in instances.to_dict("records"):
         for epoch in range(getattr(system, "epochs", 1)):
@@ -121,11 +131,14 @@ def generate_reports(
 
 
 def generate_all(
-    release: Path, system: ReportSystem, on_done: Callable[[str], None] | None = None
+    release: Path,
+    system: ReportSystem,
+    on_done: Callable[[str], None] | None = None,
+    only: Collection[str] | None = None,
 ) -> tuple[Path, list[Generation]]:
     """Generate and write the reports of `system`; returns (folder, generations). Check submissions
     first (check_submissions): a submission system refuses to generate before."""
-    generations = generate_reports(release, system, on_done)
+    generations = generate_reports(release, system, on_done, only)
     return write_generations(release, system.name, generations), generations
 
 
@@ -163,12 +176,13 @@ def generate_for_scoring(
     systems: dict[str, ReportSystem | None],
     gold: dict[str, str],
     outcome: Callable[[Any, str, list[str]], Any],
+    only: Collection[str] | None = None,
 ) -> tuple[dict[str, dict[str, str]], dict[str, str], list[dict[str, Any]]]:
     """Inside the score flow: one cached `generate` task per (system, instance, sample); `None` systems
     (gold) take `gold`. Returns (Generated: {system: {instance_id: report}} and the further samples,
     sha256 of each system's reports, failed generations); `outcome(future, label, failures)` waits for a
-    task (flows.score)."""
-    instances, by_set = load_release_inputs(rel)
+    task (flows.score); `only` as in generate_reports."""
+    instances, by_set = release_inputs(rel, only)
     code = digest_paths(GENERATION_CODE)
     futures = []
     for name, system in systems.items():

@@ -15,7 +15,9 @@ from typing import Annotated, Any
 
 import typer
 
+from flows.configs import instance_subset
 from flows.places import not_in_release, release_tables
+from flows.subset_options import InstanceIds, Limit
 from flows.terminal import FrameTyper
 from tasks.errors import FrameInputError
 
@@ -72,7 +74,9 @@ def _release_input(release: Path) -> None:
     release_tables(release)
 
 
-def _run_structure(rankings: Path, release: Path, generations: Path | None, embedder: str):
+def _run_structure(
+    rankings: Path, release: Path, generations: Path | None, embedder: str, pick: tuple = (None, None)
+):
     """(grid results, run info, seconds): load, embed once, evaluate every setting."""
     from tasks.meta import structure as ms
     from tasks.score.structural_similarity import StructureFamily
@@ -80,6 +84,9 @@ def _run_structure(rankings: Path, release: Path, generations: Path | None, embe
     started = time.perf_counter()
     rows = ms.load_rankings(rankings)
     _release_input(release)
+    subset = instance_subset(release, *pick, {r.group_id for r in rows}) if pick != (None, None) else None
+    if subset is not None:  # a smoke run: the ranked groups of a few instances
+        rows = [r for r in rows if r.group_id in set(subset.ids)]
     if generations is not None and not generations.is_dir():
         raise FrameInputError(generations, "not a folder (give data/generations/<name>/<version>)")
     env = _judge_env(release, embedder)
@@ -154,6 +161,8 @@ def structure_cmd(
     ],
     generations: GenerationsOption = None,
     embedder: Annotated[str, typer.Option("--embedder", help="minilm | openai:<model>")] = "minilm",
+    limit: Limit = None,
+    instances: InstanceIds = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of the tables")] = False,
     out: Annotated[Path | None, typer.Option("--out", help=f"folder for {CSV_NAME}")] = None,
 ) -> None:
@@ -165,7 +174,7 @@ def structure_cmd(
     try:
         if out is not None:
             not_in_release(out)
-        results, info, seconds = _run_structure(rankings, release, generations, embedder)
+        results, info, seconds = _run_structure(rankings, release, generations, embedder, (limit, instances))
     except FrameInputError as exc:
         _fail(exc)
     except Exception as exc:  # e.g. the embedding endpoint failed after its retries: one line, exit 1
@@ -283,6 +292,8 @@ def judge_cmd(
         ),
     ] = None,
     embedder: Annotated[str, typer.Option("--embedder", help="minilm | openai:<model>")] = "minilm",
+    limit: Limit = None,
+    instances: InstanceIds = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of the table")] = False,
     out: Annotated[
         Path | None, typer.Option("--out", help="folder for judge_table.csv, judged.csv, <judge>.csv")
@@ -296,6 +307,11 @@ def judge_cmd(
         if out is not None:
             not_in_release(out)
         annotations = load_annotations(human, items)
+        if limit is not None or instances is not None:  # a smoke run: the items of a few instances
+            _release_input(release)
+            subset = instance_subset(release, limit, instances, set(annotations["instance_id"]))
+            if subset is not None:
+                annotations = annotations[annotations["instance_id"].isin(subset.ids)].reset_index(drop=True)
         if generations is not None and not generations.is_dir():
             raise FrameInputError(generations, "not a folder (give data/generations/<name>/<version>)")
         _release_input(release)

@@ -3,9 +3,8 @@ task per instance when the family prepares, a cached `score` task per (instance,
 families across the systems of each instance -> outputs (tasks.score.outputs). Cache keys hold the sha256
 of what a family reads, the settings, the endpoint identity and the family's code digest: a rerun
 recomputes only what changed or failed. The families themselves live in tasks.score.registry.
-Every requested system is on the board with "generated k/n" (tasks.score.unscored.generation_summary);
-one whose every generation failed has no scores, is said so, and ends the run with `UnscoredSystems`
-(tasks.score.unscored) after every output (results.json included) is written.
+Every requested system is on the board with "generated k/n" (tasks.score.unscored); one whose every
+generation failed has no scores and ends the run with `UnscoredSystems` once every output is written.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows.generate import first_samples, generate_for_scoring, score_epochs, systems_for
+from flows.generate import first_samples, generate_for_scoring, release_inputs, score_epochs, systems_for
 from flows.results import install_bounded_flow_parameters, short_error
 from flows.score_tasks import (
     GOLD,
@@ -33,9 +32,6 @@ from flows.steps import score_run_name
 from schemas.config import LLMSettings, RunSettings
 from schemas.scoring import MetricResult, ScoreSettings
 from tasks.errors import FrameInputError
-from tasks.generate.runs import (
-    load_release_inputs,
-)
 from tasks.generate.systems import ReportSystem
 from tasks.score import registry
 from tasks.score.inputs import available_inputs
@@ -104,13 +100,15 @@ def score_release(
     embed_llm: LLMSettings | None = None,
     pairs: str = "next",
     config_sha256: str | None = None,
+    subset: dict | None = None,
 ) -> str:
     """The score flow on the task runner that `run` (a config's `[run]`; default: threads) selects, with
     the FRAME_TASK_RUNNER / FRAME_DASK_ADDRESS overrides. Where tasks run is not part of any cache key.
     `systems` names builtins (or `one-shot` on `llm`) or maps names to ReportSystems; `llm` is the
     judge role's endpoint, `embed_llm` the embedder's (default: the judge's). `pairs`: the paired tests
     ("next" or "all"); `config_sha256`: the digest of the evaluation config used, for results.json
-    (default: of the run's request, tasks.score.results_file)."""
+    (default: of the run's request, tasks.score.results_file); `subset` the instances of a --limit /
+    --instances run (tasks.select.Subset.record: generated, scored and stated, the rest not)."""
     from flows.runners import make_task_runner
     from flows.server import temporary_server_ready
 
@@ -126,7 +124,7 @@ def score_release(
         temporary_server_ready()  # a command's early server (flows.server): the model loads meanwhile
         flow_on_runner = score_release_flow.with_options(task_runner=runner)
         folder = flow_on_runner(
-            release, systems, settings, llm, out_dir, metrics, embed_llm, pairs, config_sha256
+            release, systems, settings, llm, out_dir, metrics, embed_llm, pairs, config_sha256, subset
         )
     except FrameInputError:
         raise
@@ -164,11 +162,8 @@ def _notes(systems: dict[str, ReportSystem | None], llm: LLMSettings | None, env
     """{system: "self-judged"} for each system whose model is the LLM judge's model."""
     if llm is None or env.offline:
         return {}
-    return {
-        n: "self-judged"
-        for n, s in systems.items()
-        if s is not None and s.identity().get("model") == llm.model
-    }
+    models = {n: s.identity().get("model") for n, s in systems.items() if s is not None}
+    return {n: "self-judged" for n, m in models.items() if m == llm.model}
 
 
 @flow(
@@ -187,6 +182,7 @@ def score_release_flow(
     embed_llm: LLMSettings | None = None,
     pairs: str = "next",
     config_sha256: str | None = None,
+    subset: dict | None = None,
 ) -> str:
     """Score every instance of `release` for every system and selected family; returns the output folder.
 
@@ -196,7 +192,10 @@ def score_release_flow(
     names = list(systems)
     selection, families, comparisons = registry.plan(metrics, len([s for s in names if s != GOLD]))
     rel = Path(release).resolve()
-    instances, _ = load_release_inputs(rel)
+    only = (
+        subset["instance_ids"] if subset else None
+    )  # --limit / --instances: no other is generated or scored
+    instances, _ = release_inputs(rel, only)
     # the families' code digests (cache keys) first, before any task runs: parsing is not thread-safe
     codes = {f: registry.code_digest(f) for f in (*families, *comparisons)}
     env = judge_env(settings, llm, embed_llm)
@@ -205,7 +204,7 @@ def score_release_flow(
     per_instance = sum(registry.family(f).prepares for f in families) + len(comparisons) - len(in_flow)
     n_made = len([s for s in systems.values() if s is not None])
     _start_progress(len(job.records) * (n_made + len(names) * len(families) + per_instance))
-    generated, gen_digest, gen_failed = generate_for_scoring(rel, systems, job.gold, _outcome)
+    generated, gen_digest, gen_failed = generate_for_scoring(rel, systems, job.gold, _outcome, only)
     unscored = unscored_systems(systems, generated, gen_failed, len(job.records))
     withheld = {n: list(getattr(s, "withheld", None) or ()) for n, s in systems.items() if s is not None}
     summary = generation_summary(systems, generated, gen_failed, len(job.records), withheld)
@@ -231,11 +230,11 @@ def score_release_flow(
         n: (s.identity() if s is not None else {"kind": "builtin", "builtin": GOLD})
         for n, s in systems.items()
     }
-    run.extra["generation_failures"] = gen_failed
-    run.extra["unscored_systems"] = unscored
-    run.extra["generation"] = summary
+    run.extra |= {"generation_failures": gen_failed, "unscored_systems": unscored, "generation": summary}
     run.extra["started_at"] = started
     run.pairs, run.config_sha256 = pairs, config_sha256
+    if subset:
+        run.extra["subset"] = subset  # manifest.json; the leaderboard states it (tasks.score.outputs)
     for files, extra in parts:
         run.files.update(files)
         run.extra.update(extra)

@@ -311,6 +311,7 @@ class ScoreSection(Strict):
     # structure node similarity; unset: the embedder's calibrated values (schemas/projection.toml)
     delta: float | None = Field(default=None, gt=0.0)
     type_weight: float | None = Field(default=None, ge=0.0, le=1.0)
+    gamma: float | None = Field(default=None, ge=0.0)  # depth weighting of Algorithm 1 (--gamma)
 
 
 class EvalConfig(Strict):

@@ -9,9 +9,10 @@ from typing import Annotated
 import typer
 
 from flows.cli.common import _fail, _preflight
-from flows.cli.options import NoPreflight, ReleaseFolder
+from flows.cli.options import InstanceIds, Limit, NoPreflight, ReleaseFolder
 from flows.cli.running import _run_with_bar, _start_temporary_server
 from flows.cli.score import _plan_roles, _score_plan
+from flows.configs import split_subsets
 from flows.places import release_folder
 from tasks.errors import FrameInputError
 
@@ -70,6 +71,8 @@ def evolve_cmd(
     evaluate: Annotated[
         Path | None, typer.Option("--evaluate", help="a frozen skill K*: evaluate it on the locked split")
     ] = None,
+    limit: Limit = None,
+    instances: InstanceIds = None,
     again: Annotated[
         bool, typer.Option("--again", help="repeat a recorded locked evaluation of this skill")
     ] = False,
@@ -78,7 +81,7 @@ def evolve_cmd(
     """Evolve a generation skill on the discovery and validation splits; --evaluate tests one on the locked
     split (once: a repeat needs --again)."""
     try:
-        job, skill0 = _evolve_job(release, config, systems, skill, run)
+        job, skill0 = _evolve_job(release, config, systems, skill, run, (limit, instances))
         frozen = _read_skill(evaluate, job.settings.budget_words) if evaluate is not None else None
         if frozen is not None:  # refused before any server starts (evaluate_locked checks it again)
             _refuse_repeat(job, frozen, again)
@@ -122,7 +125,9 @@ def _read_skill(path: Path, budget_words: int | None = None):
         raise FrameInputError(path, str(exc).splitlines()[0].split(": ", 1)[-1]) from None
 
 
-def _evolve_job(release: Path, config: Path, systems: str, skill: Path | None, run: str | None):
+def _evolve_job(
+    release: Path, config: Path, systems: str, skill: Path | None, run: str | None, pick: tuple = (None, None)
+):
     import hashlib
     import os
 
@@ -144,8 +149,8 @@ def _evolve_job(release: Path, config: Path, systems: str, skill: Path | None, r
         raise FrameInputError(config, "not an evaluation config (no [systems], [judge], [score] or [evolve])")
     settings = plan.ev.evolve
     plan = _score_plan(release, ",".join(names), ",".join(settings.metrics), config, False, {})
-    instances = pd.read_parquet(release / "instances.parquet", columns=["instance_id", "domain"])
-    splits = read_splits(release, list(instances.instance_id))
+    instances = pd.read_parquet(release / "instances.parquet", columns=["instance_id", "domain", "category"])
+    splits = split_subsets(read_splits(release, list(instances.instance_id)), instances, *pick)
     skill0 = _read_skill(skill, settings.budget_words) if skill is not None else Skill()
     made = {n: s for n, s in plan.systems.items() if s is not None}
     domains = set(instances.domain)

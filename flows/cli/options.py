@@ -10,6 +10,10 @@ from typing import Annotated
 
 import typer
 
+# declared in flows.subset_options (flows.meta takes them too), re-exported beside the other shared options
+from flows.subset_options import InstanceIds as InstanceIds
+from flows.subset_options import Limit as Limit
+
 # a release by folder (commands that read one) or by name (commands that write its next version)
 ReleaseFolder = Annotated[Path, typer.Option("--release", help="data/releases/<name>/<version>")]
 ReleaseName = Annotated[str, typer.Option("--release", help="release name")]
@@ -38,3 +42,42 @@ NoPreflight = Annotated[
 # the data folder of `frame status` and `frame server ...`: its config's, or named
 DataOption = Annotated[Path | None, typer.Option("--data", help="data folder (default: data)")]
 ConfigOption = Annotated[Path | None, typer.Option("--config", help="TOML build config (its data folder)")]
+
+# A model on the command line (flows.cli.models; docs/evaluate.md): each --model is one openai system
+Models = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--model",
+        help="openai/<model> on an OpenAI-compatible endpoint: one system named by the model; "
+        "the run folder gets the equivalent config.toml",
+    ),
+]
+ModelBaseUrls = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--model-base-url",
+        help="the --model endpoint (ending in /v1): once for every --model, or once per --model in order "
+        "(default https://api.openai.com/v1)",
+    ),
+]
+ModelArgs = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--model-arg",
+        help="key=value of the --model systems' settings (temperature, max_output_tokens, context_tokens, "
+        "strategy, api_key_env, ...); NAME:key=value sets it for the system NAME only",
+    ),
+]
+JudgeModel = Annotated[
+    str | None, typer.Option("--judge-model", help="openai/<model>: the LLM judge (implies --judge openai)")
+]
+JudgeBaseUrl = Annotated[
+    str | None, typer.Option("--judge-base-url", help="the --judge-model endpoint (default: --model's)")
+]
+EmbedderModel = Annotated[
+    str | None, typer.Option("--embedder-model", help="openai/<embedding model>: the embedder role")
+]
+EmbedderBaseUrl = Annotated[
+    str | None,
+    typer.Option("--embedder-base-url", help="the --embedder-model endpoint (default: --judge-base-url's)"),
+]

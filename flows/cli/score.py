@@ -10,12 +10,28 @@ from typing import Annotated, Any
 import typer
 
 from flows.cli.common import _data_folder, _fail, _preflight, _stderr_console
-from flows.cli.options import NoPreflight, ReleaseFolder
+from flows.cli.models import CliModels, cli_eval_config, repeat_command, write_config
+from flows.cli.options import (
+    EmbedderBaseUrl,
+    EmbedderModel,
+    InstanceIds,
+    JudgeBaseUrl,
+    JudgeModel,
+    Limit,
+    ModelArgs,
+    ModelBaseUrls,
+    Models,
+    NoPreflight,
+    ReleaseFolder,
+)
 from flows.cli.running import _run_with_bar, _start_temporary_server
-from flows.configs import eval_or_build_config
+from flows.configs import eval_or_build_config, instance_subset, missing_in_subset
 from flows.places import not_in_release, release_tables
 from flows.terminal import progress_bar
 from tasks.errors import FrameInputError
+
+# the systems `frame score` scores without --systems and without an evaluation config
+DEFAULT_SYSTEMS = ("gold", "copy-sample", "extractive")
 
 
 def _plan_roles(plan) -> dict:
@@ -50,50 +66,94 @@ def _before_run(plan, out: Path | None, no_preflight: bool) -> None:
 def generate_cmd(
     release: ReleaseFolder,
     system: Annotated[
-        str,
-        typer.Option("--system", help="copy-sample | extractive | one-shot | a [systems.NAME] of --config"),
-    ],
+        str | None,
+        typer.Option(
+            "--system",
+            help="copy-sample | extractive | one-shot | a [systems.NAME] of --config (optional with --model)",
+        ),
+    ] = None,
     config: Annotated[
         Path | None,
         typer.Option("--config", help="evaluation config, or a build config whose [llm] one-shot uses"),
     ] = None,
+    model: Models = None,
+    model_base_url: ModelBaseUrls = None,
+    model_arg: ModelArgs = None,
+    limit: Limit = None,
+    instances: InstanceIds = None,
     no_preflight: NoPreflight = False,
     epochs: _EpochsOpt = 1,
 ) -> None:
     """Write one generated report per instance (data/generations/<name>/<version>/<system>/)."""
     import os
 
+    try:
+        ev, llm, data_dir, _ = eval_or_build_config(config)
+        release_tables(release)
+        ev, names, raw = _generate_systems(CliModels(model, model_base_url, model_arg), ev, llm, system)
+        subset = instance_subset(release, limit, instances)
+        # beside the release's data folder (or the config's), never in the folder the command runs from
+        cache_dir = Path(os.environ.get("FRAME_CACHE_DIR") or _data_folder(release, data_dir) / "cache")
+        chosen = _score_systems(release, ",".join(names), ev, llm, cache_dir, False, subset)
+        from tasks.generate.systems import with_epochs
+
+        with_epochs(chosen, epochs)
+        _preflight({f"systems.{n}": getattr(c, "settings", None) for n, c in chosen.items()}, no_preflight)
+    except FrameInputError as exc:
+        _fail(exc)
+    failed = False
+    for name, made in chosen.items():
+        out, ok = _generate_one(release, name, made, subset)
+        failed = failed or not ok
+        if raw is not None:  # the flags' config, beside the reports it produced
+            write_config(
+                raw, out, repeat_command("generate", release, (limit, instances), f" --system {name}")
+            )
+    if failed:
+        raise typer.Exit(1)
+
+
+def _generate_systems(cli: CliModels, ev: Any, llm: Any, system: str | None):
+    """(ev, the systems to generate, the raw config of the model flags or None) of `frame generate`."""
+    from tasks.generate.systems import select_systems
+
+    if system == "gold":
+        raise FrameInputError("--system", "gold is the release's own target report: nothing to generate")
+    if cli.stray() is not None:
+        raise FrameInputError(cli.stray(), "needs its model flag --model")
+    if cli.given():
+        if ev is not None:
+            raise FrameInputError(
+                "--model", "not with an evaluation --config: name its [systems.NAME] with --system"
+            )
+        ev, raw = cli_eval_config(cli, [system] if system else [], llm, {})
+        return ev, list(ev.systems), raw
+    if system is None:
+        raise FrameInputError("--system", "name the system to generate (or give --model openai/<model>)")
+    select_systems([system], ev, llm=llm, flag="--system", exclude=("gold",))  # errors name --system
+    return ev, [system], None
+
+
+def _generate_one(release: Path, name: str, system: Any, subset: Any):
+    """Generate and write one system's reports; (folder, whether every instance got its report)."""
     import pandas as pd
 
     from flows.generate import generate_all
 
-    try:
-        ev, llm, data_dir, _ = eval_or_build_config(config)
-        release_tables(release)
-        if system == "gold":
-            raise FrameInputError("--system", "gold is the release's own target report: nothing to generate")
-        from tasks.generate.systems import select_systems
-
-        select_systems([system], ev, llm=llm, flag="--system", exclude=("gold",))  # errors name --system
-        # beside the release's data folder (or the config's), never in the folder the command runs from
-        cache_dir = Path(os.environ.get("FRAME_CACHE_DIR") or _data_folder(release, data_dir) / "cache")
-        chosen = _score_systems(release, system, ev, llm, cache_dir, allow_missing=False)[system]
-        from tasks.generate.systems import with_epochs
-
-        with_epochs({system: chosen}, epochs)
-        _preflight({f"systems.{system}": getattr(chosen, "settings", None)}, no_preflight)
-        total = len(pd.read_parquet(release / "instances.parquet", columns=["instance_id"]))
-        with progress_bar(_stderr_console(), f"[bold]{system}[/]", elapsed=False) as progress:
-            bar = progress.add_task("instances", total=total * getattr(chosen, "epochs", 1))
-            out, made = generate_all(release, chosen, on_done=lambda _id: progress.advance(bar))
-    except FrameInputError as exc:
-        _fail(exc)
+    only = subset.ids if subset is not None else None
+    total = (
+        len(only)
+        if only is not None
+        else len(pd.read_parquet(release / "instances.parquet", columns=["instance_id"]))
+    )
+    with progress_bar(_stderr_console(), f"[bold]{name}[/]", elapsed=False) as progress:
+        bar = progress.add_task("instances", total=total * getattr(system, "epochs", 1))
+        out, made = generate_all(release, system, on_done=lambda _id: progress.advance(bar), only=only)
     failed = [g for g in made if g.error]
     for g in failed:
-        print(f"frame: error: generate {system}: {g.instance_id}: {g.error.splitlines()[0]}", file=sys.stderr)
+        print(f"frame: error: generate {name}: {g.instance_id}: {g.error.splitlines()[0]}", file=sys.stderr)
     print(f"generations: {out} ({len(made) - len(failed)} of {len(made)} report(s))")
-    if failed:
-        raise typer.Exit(1)
+    return out, not failed
 
 
 def _score_request(release: Path, metrics: str, ev: Any, **settings: Any):
@@ -119,9 +179,12 @@ def _score_request(release: Path, metrics: str, ev: Any, **settings: Any):
         raise FrameInputError(f"--{'-'.join(map(str, err['loc'])).replace('_', '-')}", err["msg"]) from None
 
 
-def _score_systems(release: Path, systems: str, ev: Any, llm: Any, cache_dir: Path, allow_missing: bool):
+def _score_systems(
+    release: Path, systems: str, ev: Any, llm: Any, cache_dir: Path, allow_missing: bool, subset: Any = None
+):
     """{name: ReportSystem, or None for gold} in the order named; submissions checked (one line per
-    problem on stderr, exit 2, nothing scored)."""
+    problem on stderr, exit 2, nothing scored): with a `subset` (tasks.select), only its instances must
+    have a report."""
     from flows.generate import check_submissions, kit_withheld, systems_for
     from tasks.release import members
 
@@ -129,7 +192,7 @@ def _score_systems(release: Path, systems: str, ev: Any, llm: Any, cache_dir: Pa
     if names is not None and (not names or len(set(names)) != len(names)):
         raise FrameInputError("--systems", f"give distinct, comma-separated system names (got {systems!r})")
     if names is None and ev is None:
-        names = ["gold", "copy-sample", "extractive"]
+        names = list(DEFAULT_SYSTEMS)
     # the release's folder is checked by the callers (release_tables); the two tables every system reads
     # whole (instances, grounding documents) must be readable, with their columns, within their budget
     for table in ("instances", "grounding_documents"):
@@ -139,7 +202,11 @@ def _score_systems(release: Path, systems: str, ev: Any, llm: Any, cache_dir: Pa
     ids = members.read_table(release, "instances", columns=["instance_id"]).column("instance_id").to_pylist()
     # a blind kit's withheld instances are never missing from a submission (docs/results.md)
     withheld = kit_withheld(release) if any(hasattr(s, "check") for s in made.values()) else []
-    problems = check_submissions(made, ids, allow_missing=allow_missing, withheld=withheld)
+    problems = check_submissions(
+        made, ids, allow_missing=allow_missing or subset is not None, withheld=withheld
+    )
+    if subset is not None and not allow_missing:
+        problems += missing_in_subset(made, subset.ids)
     if problems:
         for line in problems:
             print(f"frame: error: {line}", file=sys.stderr)
@@ -182,13 +249,58 @@ _PairsOpt = Annotated[
 ]
 
 
+_SystemsOpt = Annotated[
+    str,
+    typer.Option(
+        "--systems",
+        help="comma-separated systems: builtins (gold, copy-sample, extractive), one-shot on [llm], or "
+        "names of --config's [systems.NAME] (default: every configured system, else the builtins)",
+    ),
+]
+_MetricsOpt = Annotated[
+    str,
+    typer.Option(
+        "--metrics",
+        help="comma-separated metric families or metrics (`frame metrics` lists them; default: the "
+        "config's [score] metrics, else FRAME's three)",
+    ),
+]
+_JudgeOpt = Annotated[
+    str | None, typer.Option("--judge", help="offline | openai: who judges the LLM-judged families")
+]
+_EmbedderOpt = Annotated[str | None, typer.Option("--embedder", help="minilm | openai:<model>")]
+_PrecisionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--embed-precision",
+        help="MiniLM forward pass: auto (bf16 where the CPU has bf16 instructions) | fp32 | bf16",
+    ),
+]
+_TreeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tree",
+        help="deterministic | llm structure trees (default: llm with --judge openai, else deterministic)",
+    ),
+]
+_MaxItemsOpt = Annotated[int | None, typer.Option("--max-items", help="units / claims sampled per report")]
+_SeedOpt = Annotated[int | None, typer.Option("--seed", help="sampling and bootstrap seed")]
+_BootstrapOpt = Annotated[int | None, typer.Option("--bootstrap", help="bootstrap resamples for the CIs")]
+_ScoreConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="evaluation config ([systems.NAME], [judge], [embedder], [score]) or a build "
+        "config whose [llm] judges",
+    ),
+]
 _AllowMissingOpt = Annotated[
     bool, typer.Option("--allow-missing", help="score a submission's reports even if some are missing")
 ]
 _DryRunOpt = Annotated[
-    bool,
-    typer.Option("--dry-run", help="print requests, tokens and cost per role and system; call nothing"),
+    bool, typer.Option("--dry-run", help="print requests, tokens and cost per role and system; call nothing")
 ]
+_OutOpt = Annotated[Path | None, typer.Option("--out", help="output folder (default data/scores/...)")]
 
 
 def _check_pairs(pairs: str) -> None:
@@ -198,61 +310,31 @@ def _check_pairs(pairs: str) -> None:
 
 def score_cmd(
     release: ReleaseFolder,
-    systems: Annotated[
-        str,
-        typer.Option(
-            "--systems",
-            help="comma-separated systems: builtins (gold, copy-sample, extractive), one-shot on [llm], or "
-            "names of --config's [systems.NAME] (default: every configured system, else the builtins)",
-        ),
-    ] = "",
-    metrics: Annotated[
-        str,
-        typer.Option(
-            "--metrics",
-            help="comma-separated metric families or metrics (`frame metrics` lists them; default: the "
-            "config's [score] metrics, else FRAME's three)",
-        ),
-    ] = "",
-    judge: Annotated[
-        str | None, typer.Option("--judge", help="offline | openai: who judges the LLM-judged families")
-    ] = None,
-    embedder: Annotated[str | None, typer.Option("--embedder", help="minilm | openai:<model>")] = None,
-    embed_precision: Annotated[
-        str | None,
-        typer.Option(
-            "--embed-precision",
-            help="MiniLM forward pass: auto (bf16 where the CPU has bf16 instructions) | fp32 | bf16",
-        ),
-    ] = None,
-    tree: Annotated[
-        str | None,
-        typer.Option(
-            "--tree",
-            help="deterministic | llm structure trees (default: llm with --judge openai, else deterministic)",
-        ),
-    ] = None,
-    max_items: Annotated[
-        int | None, typer.Option("--max-items", help="units / claims sampled per report")
-    ] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="sampling and bootstrap seed")] = None,
-    bootstrap: Annotated[
-        int | None, typer.Option("--bootstrap", help="bootstrap resamples for the CIs")
-    ] = None,
+    systems: _SystemsOpt = "",
+    metrics: _MetricsOpt = "",
+    judge: _JudgeOpt = None,
+    embedder: _EmbedderOpt = None,
+    embed_precision: _PrecisionOpt = None,
+    tree: _TreeOpt = None,
+    max_items: _MaxItemsOpt = None,
+    seed: _SeedOpt = None,
+    bootstrap: _BootstrapOpt = None,
     gamma: _GammaOpt = None,
     delta: _DeltaOpt = None,
     type_weight: _TypeWeightOpt = None,
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config",
-            help="evaluation config ([systems.NAME], [judge], [embedder], [score]) or a build "
-            "config whose [llm] judges",
-        ),
-    ] = None,
+    config: _ScoreConfigOpt = None,
+    model: Models = None,
+    model_base_url: ModelBaseUrls = None,
+    model_arg: ModelArgs = None,
+    judge_model: JudgeModel = None,
+    judge_base_url: JudgeBaseUrl = None,
+    embedder_model: EmbedderModel = None,
+    embedder_base_url: EmbedderBaseUrl = None,
+    limit: Limit = None,
+    instances: InstanceIds = None,
     allow_missing: _AllowMissingOpt = False,
     dry_run: _DryRunOpt = False,
-    out: Annotated[Path | None, typer.Option("--out", help="output folder (default data/scores/...)")] = None,
+    out: _OutOpt = None,
     no_preflight: NoPreflight = False,
     max_failures: _MaxFailuresOpt = 0.0,
     pairs: _PairsOpt = "next",
@@ -264,9 +346,13 @@ def score_cmd(
         options = {"judge": judge, "embedder": embedder, "tree": tree, "max_items": max_items}
         options |= {"embed_precision": embed_precision, "seed": seed, "bootstrap": bootstrap, "gamma": gamma}
         options |= {"delta": delta, "type_weight": type_weight, "epochs": epochs}
-        plan = _score_plan(
-            release, systems, metrics, config, allow_missing, options, start_server=not dry_run
+        cli = CliModels(
+            model, model_base_url, model_arg, judge_model, judge_base_url, embedder_model, embedder_base_url
         )
+        plan = _score_plan(
+            release, systems, metrics, config, allow_missing, options, start_server=not dry_run,
+            cli=cli, pick=(limit, instances),
+        )  # fmt: skip
         if dry_run:
             _print_score_estimate(release, plan)
             return
@@ -286,6 +372,31 @@ def _config_sha256(config: Path | None) -> str | None:
     return hashlib.sha256(config.read_bytes()).hexdigest() if config is not None else None
 
 
+def _cli_config(cli: CliModels | None, ev: Any, llm: Any, systems: str, metrics: str, options: dict):
+    """(ev, systems, metrics, the raw config to write or None): the flags' config when a model flag is
+    given (flows.cli.models), else what --config said, unchanged."""
+    if cli is not None and cli.stray() is not None:
+        raise FrameInputError(
+            cli.stray(), "needs its model flag (--model, --judge-model or --embedder-model)"
+        )
+    if cli is None or not cli.given():
+        return ev, systems, metrics, None
+    if ev is not None:
+        raise FrameInputError(
+            "--model", "not with an evaluation --config: name its [systems.NAME], or drop --config"
+        )
+    if (options.get("embedder") or "minilm") != "minilm":
+        raise FrameInputError(
+            "--embedder", "with --model, name the embedder with --embedder-model openai/<m>"
+        )
+    names = [s.strip() for s in systems.split(",") if s.strip()] if systems else list(DEFAULT_SYSTEMS)
+    score = {k: options.get(k) for k in ("max_items", "seed", "bootstrap", "tree", "delta", "type_weight")}
+    score |= {"gamma": options.get("gamma"), "embed_precision": options.get("embed_precision")}
+    score["metrics"] = [m.strip() for m in metrics.split(",") if m.strip()] if metrics else None
+    ev, raw = cli_eval_config(cli, names, llm, score, options.get("judge"))
+    return ev, "", "", raw
+
+
 def _score_plan(
     release: Path,
     systems: str,
@@ -294,10 +405,13 @@ def _score_plan(
     allow_missing: bool,
     options,
     start_server: bool = False,
+    cli: CliModels | None = None,
+    pick: tuple[int | None, str | None] = (None, None),
 ):
-    """Everything `frame score` resolves before it runs: config, metrics, settings, roles, systems.
-    `start_server`: start Prefect's temporary server as soon as the data folder is known (flows.server).
-    `options["epochs"]`: samples per instance of the systems sampled with a temperature (--epochs)."""
+    """Everything `frame score` resolves before it runs: config, metrics, settings, roles, systems, the
+    instance subset (--limit / --instances). `start_server`: start Prefect's temporary server as soon as
+    the data folder is known (flows.server). `options["epochs"]`: samples per instance of the systems
+    sampled with a temperature (--epochs)."""
     import os
     from types import SimpleNamespace
 
@@ -307,7 +421,9 @@ def _score_plan(
     epochs = options.pop("epochs", 1)
 
     ev, llm, data_dir, run = eval_or_build_config(config)
+    ev, systems, metrics, raw = _cli_config(cli, ev, llm, systems, metrics, options)
     data_dir = _data_folder(release, data_dir)
+    subset = instance_subset(release, *pick)
     if start_server:
         from flows.settings import configure_prefect
 
@@ -318,10 +434,11 @@ def _score_plan(
     if judge_llm is not None and judge_llm.backend != "openai":
         judge_llm = None
     cache_dir = Path(os.environ.get("FRAME_CACHE_DIR") or data_dir / "cache")
-    named = with_epochs(_score_systems(release, systems, ev, llm, cache_dir, allow_missing), epochs)
+    named = with_epochs(_score_systems(release, systems, ev, llm, cache_dir, allow_missing, subset), epochs)
     return SimpleNamespace(
         ev=ev, chosen=chosen, settings=settings, judge_llm=judge_llm, data_dir=data_dir, run=run,
-        embed_llm=ev.embedder_settings() if ev is not None else None, systems=named,
+        embed_llm=ev.embedder_settings() if ev is not None else None, systems=named, subset=subset,
+        written=raw, pick=pick,
     )  # fmt: skip
 
 
@@ -338,6 +455,7 @@ def _print_score_estimate(release: Path, plan) -> None:
         plan.settings,
         prices=plan.ev.prices if plan.ev is not None else None,
         generators=ESTIMATE_GENERATORS,
+        only=plan.subset.ids if plan.subset is not None else None,
     )
     print(est.render_markdown())
 
@@ -357,13 +475,16 @@ def _run_score(release: Path, plan, out: Path | None) -> None:
     started = time.time()
     rel = release.resolve()
     out = out or plan.data_dir / "scores" / rel.parent.name / rel.name
+    if plan.written is not None:  # the flags' config, beside the scores it produced
+        write_config(plan.written, out, repeat_command("score", release, plan.pick))
     args = (str(release), plan.systems, plan.settings, plan.judge_llm, str(out), plan.chosen)
     more = (plan.run, plan.embed_llm, plan.pairs, plan.config_sha256)
+    subset = plan.subset.record() if plan.subset is not None else None
     try:
         result = _run_with_bar(
             "score",
             "instance x system x metric",
-            lambda: score_flow.score_release(*args, *more),
+            lambda: score_flow.score_release(*args, *more, subset),
             lambda: (score_flow.PROGRESS["done"], score_flow.PROGRESS["total"] or None),
             server_first=False,  # score_release starts loading MiniLM, then waits for the server
         )

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -503,11 +503,13 @@ def estimate_score(
     *,
     prices: Mapping[str, ModelPrice] | None = None,
     generators: Mapping[str, Generator] | None = None,
+    only: Collection[str] | None = None,
 ) -> Estimate:
     """Requests, input and output tokens and cost of scoring `release` with `systems` (name -> system
     config of schemas.evaluation, or None for a builtin named as such) and the `families` selected
     (`--metrics` names; None: FRAME's three), judged by `judge` (None: offline judges). `generators` maps
-    a generation strategy ("one-shot", "section-by-section") to the function listing its requests."""
+    a generation strategy ("one-shot", "section-by-section") to the function listing its requests; `only`:
+    these instance ids (--limit / --instances), else every instance."""
     release, prices, generators = Path(release), prices or {}, generators or {}
     sys_list = _systems(systems)
     contenders = [s for s in sys_list if s.name != GOLD]
@@ -515,6 +517,8 @@ def estimate_score(
     if judge is None and settings.tree == "llm" and "structure" in fams:
         raise FrameInputError("--tree", "llm trees need a judge endpoint ([judge] or FRAME_LLM_BASE_URL)")
     inst = sorted(_table(release, "instances"), key=lambda r: r["instance_id"])
+    if only is not None:
+        inst = [r for r in inst if r["instance_id"] in set(only)]
     rows: dict[str, list[dict]] = defaultdict(list)
     for r in _table(release, "grounding_documents"):
         rows[str(r["grounding_set_id"])].append(r)

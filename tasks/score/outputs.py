@@ -145,6 +145,8 @@ def write_outputs(out: Path, run: ScoreRun) -> None:
         tables=tables,
     )
     boards["leaderboard.md"] += sampling_markdown(repeats)
+    if run.extra.get("subset"):  # a --limit / --instances run says so under the board's summary line
+        boards["leaderboard.md"] = subset_line(boards["leaderboard.md"], run.extra["subset"]["note"])
     for name, text in boards.items():  # leaderboard.md/.csv, paired_tests.csv, win_matrix.csv
         atomic_write_text(out / name, text)
     for name, data in run.files.items():
@@ -179,6 +181,13 @@ def write_outputs(out: Path, run: ScoreRun) -> None:
     names = base if base is not None else [s for s in run.systems if s in BASELINES]
     results = build_results(run, tables[:2], manifest, names)  # no machine path (tests/test_portable_paths)
     atomic_write_text(out / "results.json", results.model_dump_json(indent=2) + "\n")
+
+
+def subset_line(board: str, note: str) -> str:
+    """leaderboard.md with `note` (tasks.select.Subset.note) as a paragraph after its summary line."""
+    lines = board.split("\n")
+    at = next((i + 1 for i, ln in enumerate(lines) if i > 0 and ln.strip()), len(lines))
+    return "\n".join([*lines[:at], "", note, *lines[at:]])
 
 
 def instance_features(release: Path, instances: pd.DataFrame) -> pd.DataFrame:

@@ -82,7 +82,6 @@ def unscored(
         out[name] = {
             "instances": n,
             "failed": len(mine),
-            "failed_samples": len(every),
             "first_instance": first["instance_id"],
             "first_error": first["error"],
         }
@@ -96,9 +95,9 @@ def generation_summary(
     n: int,
     withheld: dict[str, list[str]] | None = None,
 ) -> dict[str, dict]:
-    """{system: {instances, generated, failed, failed_samples, withheld, first_instance, first_error}} for every requested
-    system, gold included (n of n): "generated k/n" on the board and in results.json. `instances` leaves
-    out a kit submission's `withheld` instances (never asked of it, not failures)."""
+    """{system: {instances, generated, failed, failed_samples, withheld, first_instance, first_error}} for
+    every requested system, gold included (n of n): "generated k/n" on the board and in results.json.
+    `instances` leaves out a kit submission's `withheld` instances (never asked of it, not failures)."""
     out: dict[str, dict] = {}
     for name in systems:
         # `--epochs`: k/n counts instances (their first sample); a later sample's failure is counted apart
