@@ -21,47 +21,72 @@ def evaluate(
     limit: int | None = None,
     out: str | Path | None = None,
     *,
+    instances: Iterable[str] | None = None,
+    models: Iterable[str] | None = None,
+    model_base_url: Iterable[str] | None = None,
+    epochs: int = 1,
     pairs: str = "next",
     allow_missing: bool = False,
     **options: Any,
 ) -> Results:
     """Score `release` like `frame score --release RELEASE [--systems ...] [--metrics ...] [--config ...]
-    [--out ...] [--pairs ...] [--allow-missing]` and return the run's results.json, parsed.
+    [--limit N] [--instances ...] [--model ...] [--model-base-url ...] [--epochs K] [--out ...]
+    [--pairs ...] [--allow-missing]` and return the run's results.json, parsed.
 
-    `systems` and `metrics` are names (the `--systems` / `--metrics` values); `options` are `frame
-    score`'s scoring options by their Python names (judge, embedder, seed, bootstrap, max_items, ...).
-    Failed generations do not raise: they are in `Results.systems` (generated k/n, first error); a bad
-    input (release, config, submission) raises FrameInputError. `limit` is not supported yet (the
-    `--limit` option of issue 35 point 2): any value raises FrameInputError."""
+    `systems`, `metrics`, `instances`, `models` and `model_base_url` are the values of those options (one
+    name per item); `options` are `frame score`'s scoring options by their Python names (judge,
+    embedder, seed, bootstrap, max_items, ...). Failed generations do not raise: they are in
+    `Results.systems` (generated k/n, first error); a bad input (release, config, submission) raises
+    FrameInputError. With `models`, the equivalent config.toml is written beside the scores."""
     import flows.score as score_flow
+    from flows.cli.models import CliModels, repeat_command, write_config
     from flows.cli.score import _check_pairs, _config_sha256, _score_plan
     from flows.settings import configure_prefect
     from tasks.score.results_file import read_results
 
-    if limit is not None:
-        raise FrameInputError("limit", "not supported by this frame yet: score the whole release")
     _check_pairs(pairs)
     rel = Path(release)
     config = Path(config) if config is not None else None
     names = ",".join(systems) if systems is not None else ""
-    plan = _plan(_score_plan, rel, names, ",".join(metrics or ()), config, allow_missing, options)
+    pick = (limit, ",".join(instances) if instances is not None else None)
+    cli = CliModels(list(models or []), list(model_base_url or []))
+    more = {"cli": cli, "pick": pick}
+    plan = _plan(
+        _score_plan, rel, names, ",".join(metrics or ()), config, allow_missing, options | more, epochs
+    )
     configure_prefect(plan.data_dir, plan.run.result_storage)
     resolved = rel.resolve()
     folder = Path(out) if out is not None else plan.data_dir / "scores" / resolved.parent.name / resolved.name
-    args = (str(rel), plan.systems, plan.settings, plan.judge_llm, str(folder), plan.chosen)
+    if plan.written is not None:
+        write_config(plan.written, folder, repeat_command("score", rel, pick))
+    args = (str(rel), plan.systems, plan.settings, plan.judge_llm, str(folder), plan.chosen, plan.run)
+    subset = plan.subset.record() if plan.subset is not None else None
     try:
-        done = score_flow.score_release(*args, plan.run, plan.embed_llm, pairs, _config_sha256(config))
+        done = score_flow.score_release(*args, plan.embed_llm, pairs, _config_sha256(config), subset)
     except score_flow.UnscoredSystems as exc:  # outputs written: the failures are in the results
         done = exc.folder
     return read_results(Path(done))
 
 
-def _plan(make: Any, *args: Any) -> Any:
+def _plan(
+    make: Any,
+    rel: Path,
+    names: str,
+    metrics: str,
+    config: Any,
+    allow_missing: bool,
+    options: dict,
+    epochs: int,
+) -> Any:
     """`frame score`'s plan; its exit on a submission's problems (printed one per line) as an error."""
     import typer
 
+    cli, pick = options.pop("cli"), options.pop("pick")
     try:
-        return make(*args, start_server=False)
+        return make(
+            rel, names, metrics, config, allow_missing, {**options, "epochs": epochs},
+            start_server=False, cli=cli, pick=pick,
+        )  # fmt: skip
     except typer.Exit as exc:
         raise FrameInputError(
             "systems", "a submission is not usable (its problems are printed above)"

@@ -15,6 +15,7 @@ from typing import Any
 from prefect import get_run_logger, task
 
 from flows.caching import PUBLIC_INPUTS
+from flows.settings import SAID_BY_FRAME
 from flows.steps import run_name_template
 from schemas.config import LLMSettings
 from schemas.evaluation import EvalConfig
@@ -240,8 +241,9 @@ def generate_for_scoring(
             if g.error
         ]
         get_run_logger().info("%s: %d report(s) in %s", name, len(generated[name]), folder)
-    for f in failed:
-        get_run_logger().warning("generation failed: %s %s: %s", f["system"], f["instance_id"], f["error"])
+    for f in failed:  # said by the command too, in its own line (flows.settings.SAID_BY_FRAME)
+        msg = f"generation failed: {f['system']} {f['instance_id']}: {f['error']}"
+        get_run_logger().warning(msg, extra=SAID_BY_FRAME)
     return generated, digests, failed
 
 

@@ -28,6 +28,7 @@ from flows.score_tasks import (
     score_task,
     sha,
 )
+from flows.settings import SAID_BY_FRAME
 from flows.steps import score_run_name
 from schemas.config import LLMSettings, RunSettings
 from schemas.scoring import MetricResult, ScoreSettings
@@ -46,15 +47,8 @@ from tasks.score.unscored import (
 )
 from tasks.score.unscored import unscored as unscored_systems
 
-__all__ = [
-    "GOLD",
-    "PROGRESS",
-    "UnscoredSystems",
-    "instance_seed",
-    "release_id",
-    "score_release",
-    "score_release_flow",
-]
+__all__ = ["GOLD", "PROGRESS", "UnscoredSystems", "instance_seed", "release_id", "score_release"]
+__all__ += ["score_release_flow"]
 
 install_bounded_flow_parameters()  # a submission's reports are a parameter: the run starts at any size
 
@@ -209,7 +203,8 @@ def score_release_flow(
     withheld = {n: list(getattr(s, "withheld", None) or ()) for n, s in systems.items() if s is not None}
     summary = generation_summary(systems, generated, gen_failed, len(job.records), withheld)
     for name, u in unscored.items():
-        get_run_logger().error("%s produced no report (%s): left out of the scores", name, unscored_text(u))
+        msg = f"{name} produced no report ({unscored_text(u)}): left out of the scores"
+        get_run_logger().error(msg, extra=SAID_BY_FRAME)
     failures: list[str] = []
     prepared = {f: job.prepare(f, failures) for f in families if registry.family(f).prepares}
     results = score_epochs(job.score, families, generated, prepared, failures) if not failures else []

@@ -39,6 +39,9 @@ def configure_prefect(data_dir: Path | None = None, result_storage: Path | None 
 
 VERBOSE_ENV = "FRAME_VERBOSE"  # `frame -v` sets it; worker processes inherit it
 ENGINE_LINES = ("Finished in state", "Task run failed with ")  # Prefect's engine on a run's end
+# `extra=` of a run-log record that the command also prints in its own line (a failed generation, a
+# system without reports): kept in the log and the UI, left off a quiet terminal so it is said once
+SAID_BY_FRAME = {"frame_said": True}
 
 
 def quiet_prefect_analytics() -> None:
@@ -95,6 +98,8 @@ def route_prefect_console(log_file: Path | None = None) -> None:
             # engine's lines about it ("Task run failed with ...", "Finished in state Failed") stay in the log
             run = getattr(record, "task_run_name", None) or getattr(record, "flow_run_name", None)
             if run and record.getMessage().startswith(ENGINE_LINES):
+                return False
+            if getattr(record, "frame_said", False):
                 return False
             if record.exc_info or record.exc_text:  # one line here; the log file has the traceback
                 record.exc_info, record.exc_text = None, None

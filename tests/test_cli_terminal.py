@@ -57,12 +57,13 @@ def test_every_help_reads_whole_at_80_columns():
         usage = next(line for line in out.splitlines() if "Usage:" in line)
         assert not re.search(r"\{\w+\}", usage), (where, usage)
         shown = _flat(out)
-        texts = [cmd.help or ""] + [getattr(p, "help", None) or "" for p in cmd.params]
+        shown_params = [p for p in cmd.params if not getattr(p, "hidden", False)]  # hidden: not in --help
+        texts = [cmd.help or ""] + [getattr(p, "help", None) or "" for p in shown_params]
         texts += [(sub.help or "").split("\n\n")[0] for sub in getattr(cmd, "commands", {}).values()]
         for t in filter(None, texts):
             assert _as_written(t) in shown, f"{where} does not show {t!r} whole:\n{out}"
             checked += 1
-        for p in cmd.params:
+        for p in shown_params:
             if getattr(p, "multiple", False):
                 assert f"{_as_written(p.help)} (repeat for several)" in shown, where
                 repeated += 1

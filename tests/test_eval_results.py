@@ -96,3 +96,20 @@ def test_evaluate_returns_the_results_of_the_same_run(scored, prefect_harness, t
     cli = Results.model_validate_json((scored["out"] / "results.json").read_text(encoding="utf-8"))
     same = {"started_at", "scored_at", "config_sha256"}
     assert got.model_dump(exclude=same) == cli.model_dump(exclude=same)
+
+
+def test_evaluate_takes_the_subset_of_the_cli(scored, prefect_harness, tmp_path):
+    """`limit` is `--limit`: the run scores that many instances, one per category while categories last,
+    and says which in its manifest."""
+    from flows.api import evaluate
+
+    got = evaluate(
+        scored["release"], systems=["gold", "copy-sample"], metrics=["rouge_l"], limit=2, out=tmp_path
+    )
+    assert {s.name: s.instances for s in got.systems} == {"gold": 2, "copy-sample": 2}
+    scores = pd.read_parquet(tmp_path / "scores.parquet")
+    manifest = json.loads((tmp_path / "manifest.json").read_text(encoding="utf-8"))
+    assert sorted(set(scores["instance_id"])) == sorted(manifest["subset"]["instance_ids"])
+    instances = pd.read_parquet(Path(scored["release"]) / "instances.parquet").set_index("instance_id")
+    chosen = instances.loc[sorted(set(scores["instance_id"])), "category"]
+    assert len(chosen) == 2 and chosen.nunique() == 2  # the release has several categories

@@ -10,6 +10,7 @@ With --config these flags are refused: the file is the full form, the flags the 
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -186,7 +187,8 @@ def cli_eval_config(
 def repeat_command(command: str, release: Path, pick: tuple[int | None, str | None], extra: str = "") -> str:
     """The command line that repeats a run from its written config.toml ({config} stands for its path)."""
     limit, ids = pick
-    line = f"frame {command} --release {release} --config {{config}}{extra}"
+    # relative to where the command ran, like the paths the user typed: no machine path is written
+    line = f"frame {command} --release {os.path.relpath(release)} --config {{config}}{extra}"
     line += f" --limit {limit}" if limit is not None else ""
     return line + (f" --instances {ids}" if ids else "")
 
@@ -199,7 +201,7 @@ def write_config(raw: dict[str, Any], folder: Path, command_line: str) -> Path:
 
     path = folder / CONFIG_FILE
     header = "Written from the command's flags (--model ...). Repeat the run:\n" + command_line.format(
-        config=path
+        config=os.path.relpath(path)
     )
     atomic_write_text(path, toml_text(raw, header))
     return path

@@ -15,7 +15,9 @@ from flows.subset_options import InstanceIds as InstanceIds
 from flows.subset_options import Limit as Limit
 
 # a release by folder (commands that read one) or by name (commands that write its next version)
-ReleaseFolder = Annotated[Path, typer.Option("--release", help="data/releases/<name>/<version>")]
+ReleaseFolder = Annotated[
+    Path, typer.Option("--release", help="the release folder: <name>/<version> in data/releases")
+]
 ReleaseName = Annotated[str, typer.Option("--release", help="release name")]
 
 BuildConfig = Annotated[Path, typer.Option("--config", help="TOML build config")]
@@ -57,7 +59,7 @@ ModelBaseUrls = Annotated[
     typer.Option(
         "--model-base-url",
         help="the --model endpoint (ending in /v1): once for every --model, or once per --model in order "
-        "(default https://api.openai.com/v1)",
+        "(default: OpenAI's own, api.openai.com/v1)",
     ),
 ]
 ModelArgs = Annotated[

@@ -202,6 +202,7 @@ def _score_systems(
     ids = members.read_table(release, "instances", columns=["instance_id"]).column("instance_id").to_pylist()
     # a blind kit's withheld instances are never missing from a submission (docs/results.md)
     withheld = kit_withheld(release) if any(hasattr(s, "check") for s in made.values()) else []
+    withheld = [w for w in withheld if subset is None or w in set(subset.ids)]
     problems = check_submissions(
         made, ids, allow_missing=allow_missing or subset is not None, withheld=withheld
     )
@@ -223,7 +224,7 @@ _DeltaOpt = Annotated[
     typer.Option(
         "--delta",
         help="RBF width of the structure node similarity (default: calibrated for the embedder in "
-        "schemas/projection.toml, else the paper's 0.10)",
+        "the schemas folder's projection.toml, else the paper's 0.10)",
     ),
 ]
 
@@ -239,8 +240,6 @@ _MaxFailuresOpt = Annotated[
     float,
     typer.Option(
         "--max-failures",
-        min=0.0,
-        max=1.0,
         help="exit 1 when a system's share of failed generations exceeds this (0..1; default 0)",
     ),
 ]
@@ -303,9 +302,12 @@ _DryRunOpt = Annotated[
 _OutOpt = Annotated[Path | None, typer.Option("--out", help="output folder (default data/scores/...)")]
 
 
-def _check_pairs(pairs: str) -> None:
+def _check_pairs(pairs: str, max_failures: float = 0.0) -> None:
+    """--pairs and --max-failures (checked here, not by typer: a range would split the help's text)."""
     if pairs not in ("next", "all"):
         raise FrameInputError("--pairs", f"give next or all (got {pairs!r})")
+    if not 0.0 <= max_failures <= 1.0:
+        raise FrameInputError("--max-failures", f"give a share between 0 and 1 (got {max_failures})")
 
 
 def score_cmd(
@@ -342,7 +344,7 @@ def score_cmd(
 ) -> None:
     """Score generated reports with metric families (default: FRAME's three); leaderboard with CIs; plots."""
     try:
-        _check_pairs(pairs)
+        _check_pairs(pairs, max_failures)
         options = {"judge": judge, "embedder": embedder, "tree": tree, "max_items": max_items}
         options |= {"embed_precision": embed_precision, "seed": seed, "bootstrap": bootstrap, "gamma": gamma}
         options |= {"delta": delta, "type_weight": type_weight, "epochs": epochs}

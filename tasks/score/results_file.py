@@ -58,9 +58,16 @@ def _cells(board: pd.DataFrame) -> list[dict]:
     ]
 
 
+def _scored_counts(run: Any) -> dict[str, dict]:
+    """A run without the score flow's generation summary (a ScoreRun built by hand): k/n from its scores."""
+    n = len(run.instances)
+    got = {s: len({inst["instance_id"] for inst, sys_, _ in run.results if sys_ == s}) for s in run.systems}
+    return {s: {"instances": n, "generated": k, "failed": n - k, "withheld": 0} for s, k in got.items()}
+
+
 def _systems(run: Any, baselines: list[str]) -> list[dict]:
     identities = run.extra.get("system_identities") or {}
-    generation = run.extra.get("generation") or {}
+    generation = run.extra.get("generation") or _scored_counts(run)
     out = []
     for name in run.systems:
         identity = identities.get(name) or {}
