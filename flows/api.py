@@ -39,12 +39,15 @@ def evaluate(
     `Results.systems` (generated k/n, first error); a bad input (release, config, submission) raises
     FrameInputError. With `models`, the equivalent config.toml is written beside the scores."""
     import flows.score as score_flow
-    from flows.cli.models import CliModels, repeat_command, write_config
-    from flows.cli.score import _check_pairs, _config_sha256, _score_plan
+    from flows.cli.models import CliModels
+    from flows.cli.score import _check_pairs, _config_sha256, _score_plan, _write_run_config
     from flows.settings import configure_prefect
     from tasks.score.results_file import read_results
 
     _check_pairs(pairs)
+    systems, metrics, instances, models, model_base_url = (
+        [x] if isinstance(x, str) else x for x in (systems, metrics, instances, models, model_base_url)
+    )  # one name given as a string is that one name, not its letters
     rel = Path(release)
     config = Path(config) if config is not None else None
     names = ",".join(systems) if systems is not None else ""
@@ -57,12 +60,13 @@ def evaluate(
     configure_prefect(plan.data_dir, plan.run.result_storage)
     resolved = rel.resolve()
     folder = Path(out) if out is not None else plan.data_dir / "scores" / resolved.parent.name / resolved.name
-    if plan.written is not None:
-        write_config(plan.written, folder, repeat_command("score", rel, pick))
+    plan.pairs, plan.config_sha256 = pairs, _config_sha256(config)
+    plan.config_path = config.resolve() if config is not None else None
+    _write_run_config(rel, plan, folder)  # with --model: the equivalent config.toml, and its digest
     args = (str(rel), plan.systems, plan.settings, plan.judge_llm, str(folder), plan.chosen, plan.run)
     subset = plan.subset.record() if plan.subset is not None else None
     try:
-        done = score_flow.score_release(*args, plan.embed_llm, pairs, _config_sha256(config), subset)
+        done = score_flow.score_release(*args, plan.embed_llm, pairs, plan.config_sha256, subset)
     except score_flow.UnscoredSystems as exc:  # outputs written: the failures are in the results
         done = exc.folder
     return read_results(Path(done))

@@ -140,7 +140,7 @@ def generate_all(
     """Generate and write the reports of `system`; returns (folder, generations). Check submissions
     first (check_submissions): a submission system refuses to generate before."""
     generations = generate_reports(release, system, on_done, only)
-    return write_generations(release, system.name, generations), generations
+    return write_generations(release, system.name, generations, keep_others=only is not None), generations
 
 
 @task(name="generate", cache_policy=PUBLIC_INPUTS, persist_result=True)
@@ -218,7 +218,7 @@ def generate_for_scoring(
     digests: dict[str, str] = {}
     failed = []
     for name, gens in made.items():
-        folder = write_generations(rel, name, gens)
+        folder = write_generations(rel, name, gens, keep_others=only is not None)
         generated[name] = {g.instance_id: g.markdown for g in gens if g.markdown is not None and not g.epoch}
         for g in gens:
             if g.epoch and g.markdown is not None:

@@ -129,6 +129,9 @@ def route_prefect_console(log_file: Path | None = None) -> None:
     for handler in {h for lg in [root, *named] for h in lg.handlers}:
         if not any(isinstance(f, _NoSecrets) for f in handler.filters):
             handler.addFilter(_NoSecrets())
+        if quiet and type(handler).__name__ == "PrefectConsoleHandler" and handler not in root.handlers:
+            if not any(type(f).__name__ == "_Quiet" for f in handler.filters):
+                handler.addFilter(_Quiet())  # a named logger's own console (Prefect's) is quiet too
     for handler in root.handlers:
         if type(handler).__name__ == "PrefectConsoleHandler":
             handler.setStream(sys.stdout)

@@ -128,3 +128,8 @@ class Results(_Shape):
     config_sha256: str  # of the evaluation config file used, else of the run's request (docs/results.md)
     started_at: str  # UTC, ISO 8601
     scored_at: str
+    # a --limit / --instances run: {instance_ids, n, of, limit, named, note, rule}; None = every instance
+    subset: dict[str, Any] | None = None
+    # `--epochs`: per system and metric {system, metric, samples, n, mean, ci_low, ci_high,
+    # sampling_variance}; empty when every system was sampled once
+    sampling: list[dict[str, Any]] = []

@@ -73,6 +73,7 @@ def test_failed_systems_are_on_the_board_ranked_on_common_instances(release, tmp
     board = (out / "leaderboard.md").read_text(encoding="utf-8")
     header = next(ln for ln in board.splitlines() if ln.startswith("| Metric | Data |"))
     assert "boom" in header and "flaky" in header  # a system with no report keeps its column
+    assert "Scored: 4 system(s) of 5 asked for (3 ranked; ceiling: gold; baselines: " in board  # not boom
     assert f"boom 0/{n}" in board and f"flaky {n - 1}/{n}" in board and f"copy-sample {n}/{n}" in board
     assert "exited with code 1" in board  # boom's first error
     # the ranking is over the instances every scored system has: all but the victim
@@ -149,3 +150,10 @@ def test_a_kit_submission_needs_no_allow_missing_for_withheld_instances(release,
         == common.instance_id.nunique()
         == lb.loc[("outside", "overall"), "n"]
     )
+    # a smoke run of the same submission over one withheld and one kit instance: still nothing missing
+    kept = sorted(set(pd.read_parquet(release / "instances.parquet").instance_id) - set(withheld))[0]
+    few = tmp_path / "few"
+    res = _score(release, tmp_path, config, "--out", str(few), "--instances", f"{withheld[0]},{kept}")
+    assert res.returncode == 0, res.stderr[-3000:]
+    g = json.loads((few / "manifest.json").read_text(encoding="utf-8"))["generation"]["outside"]
+    assert (g["instances"], g["generated"], g["withheld"]) == (1, 1, 1)

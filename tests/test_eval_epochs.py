@@ -5,6 +5,7 @@ against the local OpenAI-compatible test server, on a two-instance release cut f
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from pathlib import Path
@@ -96,3 +97,8 @@ def test_epochs_sample_warm_models_and_report_the_sampling_variance(llm_server, 
     assert variance > 0 and float(row.group(4)) == pytest.approx(variance, abs=1e-5)
     assert float(row.group(1)) == pytest.approx(expected, abs=1e-3)
     assert re.search(r"^\| cold \| 1 \| rouge_l \| 2 \| .* \| — \(sampled once\) \|$", text, re.M), text
+    # the same table in results.json, as data
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    mine = {(r["system"], r["metric"]): r for r in results["sampling"]}
+    assert mine[("warm", "rouge_l")]["samples"] == EPOCHS
+    assert mine[("warm", "rouge_l")]["sampling_variance"] == pytest.approx(variance, abs=1e-9)

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from schemas.results import RESULTS_SCHEMA_VERSION, Results
-from tests.conftest import frame_env
+from tests.conftest import ROOT, frame_env
 
 FRAME = str(Path(sys.executable).with_name("frame"))
 SYSTEMS = ["gold", "copy-sample", "extractive"]
@@ -38,6 +38,25 @@ def scored(demo_release, tmp_path_factory) -> dict:
     )
     assert res.returncode == 0, res.stderr[-3000:]
     return {"release": rel, "out": out}
+
+
+def _evaluate(home: Path, **kwargs) -> Results:
+    """flows.api.evaluate(**kwargs) in a Python process of its own, as a user's script calls it (the
+    scoring run's memory stays out of this test process: other tests measure their children's peak RSS,
+    which a forked child inherits); the child checks it got a Results and prints it as JSON."""
+    script = (
+        "import json, sys\n"
+        "from flows.api import evaluate\n"
+        "from schemas.results import Results\n"
+        "got = evaluate(**json.loads(sys.argv[1]))\n"
+        "assert isinstance(got, Results), type(got)\n"
+        "sys.stdout.write('RESULTS ' + got.model_dump_json())\n"
+    )
+    env = frame_env(home) | {"PYTHONPATH": str(ROOT)}
+    args = [sys.executable, "-c", script, json.dumps(kwargs, default=str)]
+    res = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return Results.model_validate_json(res.stdout.rsplit("RESULTS ", 1)[1])
 
 
 def _same(a: float | None, b: float) -> bool:
@@ -84,13 +103,13 @@ def test_results_json_validates_and_holds_the_leaderboard_numbers(scored):
     assert results.scored_at == manifest["scored_at"] and len(results.config_sha256) == 64
 
 
-def test_evaluate_returns_the_results_of_the_same_run(scored, prefect_harness, tmp_path):
-    from flows.api import evaluate
-
+def test_evaluate_returns_the_results_of_the_same_run(scored, tmp_path):
     config = tmp_path / "eval.toml"
     config.write_text("".join(f'[systems.{s}]\nkind = "builtin"\n' for s in SYSTEMS), encoding="utf-8")
-    got = evaluate(scored["release"], metrics=["rouge_l"], config=config, out=tmp_path / "api", pairs="all")
-    assert isinstance(got, Results)
+    got = _evaluate(
+        tmp_path / "ph", release=scored["release"], metrics=["rouge_l"], config=config, out=tmp_path / "api",
+        pairs="all",
+    )  # fmt: skip
     assert got == Results.model_validate_json((tmp_path / "api" / "results.json").read_text(encoding="utf-8"))
     assert got.config_sha256 == hashlib.sha256(config.read_bytes()).hexdigest()
     cli = Results.model_validate_json((scored["out"] / "results.json").read_text(encoding="utf-8"))
@@ -98,18 +117,19 @@ def test_evaluate_returns_the_results_of_the_same_run(scored, prefect_harness, t
     assert got.model_dump(exclude=same) == cli.model_dump(exclude=same)
 
 
-def test_evaluate_takes_the_subset_of_the_cli(scored, prefect_harness, tmp_path):
+def test_evaluate_takes_the_subset_of_the_cli(scored, tmp_path):
     """`limit` is `--limit`: the run scores that many instances, one per category while categories last,
     and says which in its manifest."""
-    from flows.api import evaluate
-
-    got = evaluate(
-        scored["release"], systems=["gold", "copy-sample"], metrics=["rouge_l"], limit=2, out=tmp_path
-    )
+    got = _evaluate(
+        tmp_path / "ph", release=scored["release"], systems=["gold", "copy-sample"], metrics=["rouge_l"],
+        limit=2, out=tmp_path / "run",
+    )  # fmt: skip
+    tmp_path = tmp_path / "run"
     assert {s.name: s.instances for s in got.systems} == {"gold": 2, "copy-sample": 2}
     scores = pd.read_parquet(tmp_path / "scores.parquet")
     manifest = json.loads((tmp_path / "manifest.json").read_text(encoding="utf-8"))
     assert sorted(set(scores["instance_id"])) == sorted(manifest["subset"]["instance_ids"])
+    assert got.subset is not None and got.subset["instance_ids"] == manifest["subset"]["instance_ids"]
     instances = pd.read_parquet(Path(scored["release"]) / "instances.parquet").set_index("instance_id")
     chosen = instances.loc[sorted(set(scores["instance_id"])), "category"]
     assert len(chosen) == 2 and chosen.nunique() == 2  # the release has several categories

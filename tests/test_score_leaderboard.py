@@ -377,7 +377,7 @@ def test_title_order_and_reference_rows():
     lines = md.splitlines()
     assert lines[0] == "# Leaderboard: toy/0.1.0"
     assert lines[2] == (
-        "Scored: 5 system(s) (4 ranked; reference rows: gold, copy-sample) on 12 instance(s) in 2 "
+        "Scored: 5 system(s) (4 ranked; ceiling: gold; baselines: copy-sample) on 12 instance(s) in 2 "
         "categories, by 3 metric(s): structure, coverage, text_edit_distance."
     )
     header = _wide_table(md)[0]

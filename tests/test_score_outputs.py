@@ -79,7 +79,8 @@ def test_outputs_title_order_baselines_and_time(tmp_path: Path) -> None:
 
     board = (out / "leaderboard.md").read_text(encoding="utf-8")
     assert board.splitlines()[0] == "# Leaderboard: toy/0.1.0"
-    assert board.splitlines()[2].startswith("Scored: 4 system(s) (3 ranked; reference rows: gold, my-copy)")
+    scored = "Scored: 4 system(s) (3 ranked; ceiling: gold; baselines: my-copy)"
+    assert board.splitlines()[2].startswith(scored)
     header = next(ln for ln in board.splitlines() if ln.startswith("| Metric"))
     cols = [c.strip() for c in header.strip("|").split("|")][2:]
     # gold (the ceiling) first, then by FRAME score: not in the order asked for, not by name

@@ -525,5 +525,6 @@ def test_submission_system(tmp_path):
     assert system.check([INSTANCE["instance_id"], "other/id"], allow_missing=True) == []
     out = system.generate(INSTANCE, G_ROWS)
     assert out.markdown == "# Mine\n" and out.metadata == {"kind": "submission", "source": "run.jsonl"}
-    assert system.generate(dict(INSTANCE, instance_id="other/id"), G_ROWS).error == f"no usable report in {f}"
+    missing = system.generate(dict(INSTANCE, instance_id="other/id"), G_ROWS).error
+    assert missing == f"no usable report in the submission {f.name}"
     assert system.identity()["sha256"] == reports_sha256({INSTANCE["instance_id"]: "# Mine\n"})

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,16 @@ __all__ = ["CliModels", "cli_eval_config", "repeat_command", "write_config"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 CONFIG_FILE = "config.toml"
+CONFIG_HEADER = "# Written from the command's flags (--model ...)."  # its first line: a file frame wrote
+
+
+# the model flag each endpoint flag belongs to (a stray one's error names it)
+PARTNER = {
+    "--model-base-url": "--model",
+    "--model-arg": "--model",
+    "--judge-base-url": "--judge-model",
+    "--embedder-base-url": "--embedder-model",
+}
 
 
 class CliModels:
@@ -164,7 +175,7 @@ def cli_eval_config(
 
     bad = cli.stray()
     if bad is not None:
-        raise FrameInputError(bad, "needs its model flag (--model, --judge-model or --embedder-model)")
+        raise FrameInputError(bad, f"needs its model flag {PARTNER[bad]}")
     chosen = select_systems(names, None, llm=llm) if names else {}
     systems: dict[str, Any] = {n: c.model_dump(mode="json", exclude_defaults=True) | {"kind": c.kind}
                                for n, c in chosen.items()}  # fmt: skip
@@ -187,10 +198,11 @@ def cli_eval_config(
 def repeat_command(command: str, release: Path, pick: tuple[int | None, str | None], extra: str = "") -> str:
     """The command line that repeats a run from its written config.toml ({config} stands for its path)."""
     limit, ids = pick
-    # relative to where the command ran, like the paths the user typed: no machine path is written
-    line = f"frame {command} --release {os.path.relpath(release)} --config {{config}}{extra}"
+    # relative to where the command ran, like the paths the user typed (no machine path is written), and
+    # quoted for a shell: an instance id holds '->'
+    line = f"frame {command} --release {shlex.quote(os.path.relpath(release))} --config {{config}}{extra}"
     line += f" --limit {limit}" if limit is not None else ""
-    return line + (f" --instances {ids}" if ids else "")
+    return line + (f" --instances {shlex.quote(ids)}" if ids else "")
 
 
 def write_config(raw: dict[str, Any], folder: Path, command_line: str) -> Path:
@@ -200,8 +212,10 @@ def write_config(raw: dict[str, Any], folder: Path, command_line: str) -> Path:
     from tasks.toml_text import toml_text
 
     path = folder / CONFIG_FILE
-    header = "Written from the command's flags (--model ...). Repeat the run:\n" + command_line.format(
-        config=os.path.relpath(path)
+    header = (
+        CONFIG_HEADER[2:]
+        + " Repeat the run:\n"
+        + command_line.format(config=shlex.quote(os.path.relpath(path)))
     )
     atomic_write_text(path, toml_text(raw, header))
     return path

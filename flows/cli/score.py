@@ -10,7 +10,15 @@ from typing import Annotated, Any
 import typer
 
 from flows.cli.common import _data_folder, _fail, _preflight, _stderr_console
-from flows.cli.models import CliModels, cli_eval_config, repeat_command, write_config
+from flows.cli.models import (
+    CONFIG_FILE,
+    CONFIG_HEADER,
+    PARTNER,
+    CliModels,
+    cli_eval_config,
+    repeat_command,
+    write_config,
+)
 from flows.cli.options import (
     EmbedderBaseUrl,
     EmbedderModel,
@@ -50,7 +58,6 @@ _EpochsOpt = Annotated[
     int,
     typer.Option(
         "--epochs",
-        min=1,
         help="samples per instance of systems with temperature > 0 (others: 1); scores are their mean",
     ),
 ]
@@ -120,7 +127,7 @@ def _generate_systems(cli: CliModels, ev: Any, llm: Any, system: str | None):
     if system == "gold":
         raise FrameInputError("--system", "gold is the release's own target report: nothing to generate")
     if cli.stray() is not None:
-        raise FrameInputError(cli.stray(), "needs its model flag --model")
+        raise FrameInputError(cli.stray(), f"needs its model flag {PARTNER[cli.stray()]}")
     if cli.given():
         if ev is not None:
             raise FrameInputError(
@@ -207,7 +214,7 @@ def _score_systems(
         made, ids, allow_missing=allow_missing or subset is not None, withheld=withheld
     )
     if subset is not None and not allow_missing:
-        problems += missing_in_subset(made, subset.ids)
+        problems += missing_in_subset(made, [i for i in subset.ids if i not in set(withheld)])
     if problems:
         for line in problems:
             print(f"frame: error: {line}", file=sys.stderr)
@@ -363,7 +370,28 @@ def score_cmd(
         _fail(exc)
     plan.pairs, plan.max_failures = pairs, max_failures
     plan.config_sha256 = _config_sha256(config)
+    plan.config_path = config.resolve() if config is not None else None
     _run_score(release, plan, out)
+
+
+def _write_run_config(release: Path, plan: Any, out: Path) -> None:
+    """The flags' config.toml beside the scores it produced, its digest the run's config digest (the same
+    as a repeat's from it); an earlier run's flags config in `out` that this run did not use is removed."""
+    import hashlib
+
+    written = out / CONFIG_FILE
+    if plan.written is None:
+        if (
+            written.is_file()
+            and written != plan.config_path
+            and written.read_text(errors="replace").startswith(CONFIG_HEADER)
+        ):
+            written.unlink()
+        return
+    extra = f" --epochs {plan.epochs}" if plan.epochs > 1 else ""
+    extra += " --pairs all" if plan.pairs == "all" else ""
+    path = write_config(plan.written, out, repeat_command("score", release, plan.pick, extra))
+    plan.config_sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _config_sha256(config: Path | None) -> str | None:
@@ -378,9 +406,7 @@ def _cli_config(cli: CliModels | None, ev: Any, llm: Any, systems: str, metrics:
     """(ev, systems, metrics, the raw config to write or None): the flags' config when a model flag is
     given (flows.cli.models), else what --config said, unchanged."""
     if cli is not None and cli.stray() is not None:
-        raise FrameInputError(
-            cli.stray(), "needs its model flag (--model, --judge-model or --embedder-model)"
-        )
+        raise FrameInputError(cli.stray(), f"needs its model flag {PARTNER[cli.stray()]}")
     if cli is None or not cli.given():
         return ev, systems, metrics, None
     if ev is not None:
@@ -440,7 +466,7 @@ def _score_plan(
     return SimpleNamespace(
         ev=ev, chosen=chosen, settings=settings, judge_llm=judge_llm, data_dir=data_dir, run=run,
         embed_llm=ev.embedder_settings() if ev is not None else None, systems=named, subset=subset,
-        written=raw, pick=pick,
+        written=raw, pick=pick, epochs=epochs,
     )  # fmt: skip
 
 
@@ -477,8 +503,7 @@ def _run_score(release: Path, plan, out: Path | None) -> None:
     started = time.time()
     rel = release.resolve()
     out = out or plan.data_dir / "scores" / rel.parent.name / rel.name
-    if plan.written is not None:  # the flags' config, beside the scores it produced
-        write_config(plan.written, out, repeat_command("score", release, plan.pick))
+    _write_run_config(release, plan, Path(out))
     args = (str(release), plan.systems, plan.settings, plan.judge_llm, str(out), plan.chosen)
     more = (plan.run, plan.embed_llm, plan.pairs, plan.config_sha256)
     subset = plan.subset.record() if plan.subset is not None else None

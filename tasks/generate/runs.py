@@ -89,11 +89,17 @@ def instance_digest(instance: dict, grounding: list[dict]) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-def write_generations(release: Path, system: str, generations: list[Generation]) -> Path:
+def write_generations(
+    release: Path, system: str, generations: list[Generation], *, keep_others: bool = False
+) -> Path:
     """Write reports/*.md (successful ones; sample k > 0 of `--epochs` in reports/epoch-k/) +
-    generations.parquet (all, failures with their error), each file atomically; returns the folder."""
+    generations.parquet (all, failures with their error), each file atomically; returns the folder.
+    `keep_others` (a --limit / --instances run): the table keeps its rows of the instances this run did
+    not generate, so a smoke run never truncates what a full run wrote (its reports/*.md stay too)."""
     out = runs_folder(release, system)
-    rows = []
+    rows = (
+        _other_rows(out / "generations.parquet", {g.instance_id for g in generations}) if keep_others else []
+    )
     for g in sorted(generations, key=lambda g: (g.instance_id, g.epoch)):
         if g.markdown is not None:
             folder = out / "reports" / (f"epoch-{g.epoch}" if g.epoch else "")
@@ -108,7 +114,18 @@ def write_generations(release: Path, system: str, generations: list[Generation])
                 "epoch": g.epoch,
             }
         )
+    rows.sort(key=lambda r: (r["instance_id"], r["epoch"]))
     sink = pa.BufferOutputStream()
     pq.write_table(pa.Table.from_pylist(rows, schema=GENERATIONS_SCHEMA), sink)
     atomic_write_bytes(out / "generations.parquet", sink.getvalue().to_pybytes())
     return out
+
+
+def _other_rows(path: Path, done: set[str]) -> list[dict]:
+    """The rows of an earlier generations.parquet for instances not in `done` (none when it is absent or
+    not a generations table: this run's rows then stand alone)."""
+    try:
+        table = pq.read_table(path, schema=GENERATIONS_SCHEMA)
+    except (OSError, ValueError, pa.ArrowException):
+        return []
+    return [r for r in table.to_pylist() if r["instance_id"] not in done]

@@ -268,7 +268,8 @@ class SubmissionReportSystem(_Base):
         iid = str(instance["instance_id"])
         meta = {"kind": "submission", "source": self.config.path.name}
         if iid not in self.reports:
-            return Generation(iid, None, meta, f"no usable report in {self.config.path}")
+            # the folder's name, not its path: errors reach results.json, which names no machine path
+            return Generation(iid, None, meta, f"no usable report in the submission {self.config.path.name}")
         return Generation(iid, self.reports[iid], meta, None)
 
 

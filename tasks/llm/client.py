@@ -688,6 +688,9 @@ class LLMClient:
             ask.attempt,
             max_attempts,
             one_line(ask.reason),
+            # a retry that succeeds needs no word on a quiet terminal, and a last failure is the step's,
+            # which the command says in its own line: the log keeps this (flows.settings.SAID_BY_FRAME)
+            extra={"frame_said": True},
         )
         if problem.text:
             ask.convo = [*ask.convo, {"role": "assistant", "content": echo_reply(self.scrub(problem.text))}]

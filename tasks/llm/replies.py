@@ -15,6 +15,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from tasks.markdown.document import hash_line
+
 T = TypeVar("T", bound=BaseModel)
 
 ECHO_CHARS = 8000  # longest invalid reply echoed back verbatim in a corrective turn
@@ -164,14 +166,32 @@ _OUTER_FENCE = re.compile(
 )
 
 
+_MARKDOWN_BLOCK = re.compile(r"^```[ \t]*(?:markdown|md)[ \t]*\r?\n(.*?)\r?\n```[ \t]*$", re.S | re.M | re.I)
+
+
+def _chatter_around_one_block(t: str) -> str | None:
+    """The content of the reply's one ```markdown block when the rest is chatter ("Here is the report:")
+    with no heading of its own; None otherwise (the reply is then taken as it is)."""
+    blocks = list(_MARKDOWN_BLOCK.finditer(t))
+    if len(blocks) != 1:
+        return None
+    outside = t[: blocks[0].start()] + t[blocks[0].end() :]
+    if any(hash_line(line) for line in outside.splitlines()):
+        return None
+    return blocks[0].group(1).strip()
+
+
 def plain_markdown(text: str, key: str) -> str:
     """The Markdown of a plain reply: the reply itself, with one outer ```markdown (or bare) fence around
-    the whole of it removed; a reply that is exactly one JSON object holding `key` as a string (the
-    wrapper frame once asked for) gives that string."""
+    the whole of it removed, or the one ```markdown block of a reply that only chats around it; a reply
+    that is exactly one JSON object holding `key` as a string (the wrapper frame once asked for) gives
+    that string."""
     t = text.strip()
     m = _OUTER_FENCE.match(t)
     if m:
         t = m.group(1).strip()
+    else:
+        t = _chatter_around_one_block(t) or t
     if t.startswith("{") and t.endswith("}"):
         try:
             data = _LENIENT.decode(t)

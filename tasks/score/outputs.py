@@ -179,7 +179,9 @@ def write_outputs(out: Path, run: ScoreRun) -> None:
     from tasks.score.leaderboard import BASELINES
 
     names = base if base is not None else [s for s in run.systems if s in BASELINES]
-    results = build_results(run, tables[:2], manifest, names)  # no machine path (tests/test_portable_paths)
+    results = build_results(
+        run, tables[:2], manifest, names, repeats
+    )  # no machine path (tests/test_portable_paths)
     atomic_write_text(out / "results.json", results.model_dump_json(indent=2) + "\n")
 
 

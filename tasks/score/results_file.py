@@ -91,7 +91,11 @@ def _scopes(board: pd.DataFrame) -> list[dict]:
 
 
 def build_results(
-    run: Any, tables: tuple[pd.DataFrame, pd.DataFrame], manifest: dict[str, Any], baselines: list[str]
+    run: Any,
+    tables: tuple[pd.DataFrame, pd.DataFrame],
+    manifest: dict[str, Any],
+    baselines: list[str],
+    sampling: pd.DataFrame | None = None,
 ) -> Results:
     """The Results of a run (tasks.score.outputs.ScoreRun), its board and paired tests
     (leaderboard_tables), the manifest it writes beside them and its baseline systems."""
@@ -134,8 +138,22 @@ def build_results(
         "config_sha256": run.config_sha256 or request_sha256(request),
         "started_at": run.extra.get("started_at") or manifest["scored_at"],
         "scored_at": manifest["scored_at"],
+        "subset": run.extra.get("subset"),
+        "sampling": _sampling(sampling),
     }
     return Results.model_validate(data)
+
+
+def _sampling(table: pd.DataFrame | None) -> list[dict]:
+    """The `--epochs` table (tasks.score.leaderboard.epochs.sampling) as rows, NaN as null; none when
+    every system was sampled once."""
+    if table is None or not len(table) or int(table["samples"].max()) <= 1:
+        return []
+    rows = table.to_dict("records")
+    plain = [
+        {k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()} for r in rows
+    ]  # numpy scalars
+    return [{k: (_num(v) if isinstance(v, float) else v) for k, v in r.items()} for r in plain]
 
 
 def read_results(folder: Path) -> Results:

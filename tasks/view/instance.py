@@ -117,7 +117,7 @@ def instance_page(run: Run, inst: dict) -> str:
                 )
             )
     parts = [
-        table(["instance", esc(iid)], meta),
+        table(["instance", iid], meta),  # table() escapes its headers
         "<h2>Scores</h2>",
         _scores_table(run, mine),
         '<h2 id="reports">Reports side by side</h2>',

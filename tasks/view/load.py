@@ -93,9 +93,11 @@ def _reports(run: Run, release: Path, run_dir: Path) -> None:
             )
             continue
         try:
-            gens = pd.read_parquet(path, columns=["instance_id", "markdown", "error"])
+            gens = pd.read_parquet(path)
         except Exception as exc:
             raise FrameInputError(path, f"cannot be read as parquet ({_one_line(exc)})") from exc
+        _check_columns(path, gens, ("instance_id", "markdown", "error"))
+        gens = gens[_this_run(gens, run.manifest)]
         ok = gens[gens["error"].isna()]
         run.reports[system] = dict(
             zip(ok["instance_id"].astype(str), ok["markdown"].astype(str), strict=True)
@@ -109,6 +111,14 @@ def _reports(run: Run, release: Path, run_dir: Path) -> None:
                 f"{system}: its reports changed since this scoring run (generations_sha256 differs): "
                 "the reports shown are the current ones"
             )
+
+
+def _this_run(gens: pd.DataFrame, manifest: dict) -> pd.Series:
+    """The rows of a generations table that the run scored: the first sample (`--epochs`: the one the
+    scoring run's digest covers) of its instances (a --limit run's subset, else every instance)."""
+    keep = gens["epoch"] == 0 if "epoch" in gens else pd.Series(True, index=gens.index)
+    subset = (manifest.get("subset") or {}).get("instance_ids")
+    return keep & gens["instance_id"].astype(str).isin(set(subset)) if subset else keep
 
 
 def load_run(run_dir: Path, release: Path | None = None) -> Run:

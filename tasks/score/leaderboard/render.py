@@ -230,16 +230,21 @@ def _title(
         return [head, ""]
     overall = board[board["scope"] == OVERALL]
     n_inst = int((overall["n"] + overall["n_undefined"]).max()) if len(overall) else 0
-    cats = [s for s in scope_order(board["scope"].unique()) if s not in (OVERALL, SKIPPED)]
-    apart = board[board["scope"] == SKIPPED]
-    n_apart = int((apart["n"] + apart["n_undefined"]).max()) if len(apart) else 0
+    held = board.assign(k=board["n"] + board["n_undefined"]).groupby("scope")["k"].max()
+    # the categories that hold an instance of this run (a --limit run may not reach every one)
+    cats = [s for s in scope_order(board["scope"].unique()) if s not in (OVERALL, SKIPPED) and held[s] > 0]
+    n_apart = int(held.get(SKIPPED, 0))
     metrics = metric_order(board["metric"].unique())
-    refs = [s for s in order if CEILING in flags.get(s, []) or BASELINE in flags.get(s, [])]
-    ranked = len(order) - len(refs) + sum(BASELINE in flags.get(s, []) for s in refs)
+    scored = [s for s in order if (board.loc[board["system"] == s, "n"] > 0).any()]  # k/n = 0/n: no score
+    ceiling = [s for s in scored if CEILING in flags.get(s, [])]
+    floors = [s for s in scored if BASELINE in flags.get(s, [])]
     cat_text = f" in {len(cats)} categor{'y' if len(cats) == 1 else 'ies'}" if cats else ""
     line = (
-        f"Scored: {len(order)} system(s) ({ranked} ranked"
-        + (f"; reference rows: {', '.join(_md_escape(s) for s in refs)}" if refs else "")
+        f"Scored: {len(scored)} system(s)"
+        + (f" of {len(order)} asked for" if len(scored) < len(order) else "")
+        + f" ({len(scored) - len(ceiling)} ranked"
+        + (f"; ceiling: {', '.join(_md_escape(s) for s in ceiling)}" if ceiling else "")
+        + (f"; baselines: {', '.join(_md_escape(s) for s in floors)}" if floors else "")
         + f") on {n_inst} instance(s){cat_text}"
         + (f" (and {n_apart} that skip source periods, scored apart)" if n_apart else "")
         + f", by {len(metrics)} metric(s): "
