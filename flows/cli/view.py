@@ -23,16 +23,24 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 
 def serve(folder: Path, port: int = 0, seconds: float = 0) -> None:
     """Serve `folder` on 127.0.0.1 (`port` 0: a free one) until Ctrl-C, or for `seconds` when > 0."""
+    import signal
+
+    # Ctrl-C stops the server even when SIGINT came in ignored (a shell's background job, a CI runner)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     handler = functools.partial(_Quiet, directory=str(folder))
     with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as httpd:
         url = f"http://127.0.0.1:{httpd.server_address[1]}/index.html"
         print(f"serving {folder} at {url} (Ctrl-C stops)", flush=True)
-        if seconds > 0:
-            threading.Timer(seconds, httpd.shutdown).start()
+        timer = threading.Timer(seconds, httpd.shutdown) if seconds > 0 else None
+        if timer is not None:
+            timer.start()
         try:
             httpd.serve_forever(poll_interval=0.2)
         except KeyboardInterrupt:
             print("stopped", flush=True)
+        finally:
+            if timer is not None:  # a pending timer would keep the process alive after Ctrl-C
+                timer.cancel()
 
 
 def view_cmd(
