@@ -40,7 +40,7 @@ def evaluate(
     FrameInputError. With `models`, the equivalent config.toml is written beside the scores."""
     import flows.score as score_flow
     from flows.cli.models import CliModels
-    from flows.cli.score import _check_pairs, _config_sha256, _score_plan, _write_run_config
+    from flows.cli.score import _check_pairs, _score_plan, flow_arguments
     from flows.settings import configure_prefect
     from tasks.score.results_file import read_results
 
@@ -53,44 +53,27 @@ def evaluate(
     names = ",".join(systems) if systems is not None else ""
     pick = (limit, ",".join(instances) if instances is not None else None)
     cli = CliModels(list(models or []), list(model_base_url or []))
-    more = {"cli": cli, "pick": pick}
+    options = {**options, "epochs": epochs}
     plan = _plan(
-        _score_plan, rel, names, ",".join(metrics or ()), config, allow_missing, options | more, epochs
+        _score_plan, rel, names, ",".join(metrics or ()), config, allow_missing, options, cli=cli, pick=pick
     )
     configure_prefect(plan.data_dir, plan.run.result_storage)
     resolved = rel.resolve()
     folder = Path(out) if out is not None else plan.data_dir / "scores" / resolved.parent.name / resolved.name
-    plan.pairs, plan.config_sha256 = pairs, _config_sha256(config)
-    plan.config_path = config.resolve() if config is not None else None
-    _write_run_config(rel, plan, folder)  # with --model: the equivalent config.toml, and its digest
-    args = (str(rel), plan.systems, plan.settings, plan.judge_llm, str(folder), plan.chosen, plan.run)
-    subset = plan.subset.record() if plan.subset is not None else None
+    plan.pairs = pairs
     try:
-        done = score_flow.score_release(*args, plan.embed_llm, pairs, plan.config_sha256, subset)
+        done = score_flow.score_release(*flow_arguments(rel, plan, folder))
     except score_flow.UnscoredSystems as exc:  # outputs written: the failures are in the results
         done = exc.folder
     return read_results(Path(done))
 
 
-def _plan(
-    make: Any,
-    rel: Path,
-    names: str,
-    metrics: str,
-    config: Any,
-    allow_missing: bool,
-    options: dict,
-    epochs: int,
-) -> Any:
+def _plan(make: Any, *args: Any, **kwargs: Any) -> Any:
     """`frame score`'s plan; its exit on a submission's problems (printed one per line) as an error."""
     import typer
 
-    cli, pick = options.pop("cli"), options.pop("pick")
     try:
-        return make(
-            rel, names, metrics, config, allow_missing, {**options, "epochs": epochs},
-            start_server=False, cli=cli, pick=pick,
-        )  # fmt: skip
+        return make(*args, start_server=False, **kwargs)
     except typer.Exit as exc:
         raise FrameInputError(
             "systems", "a submission is not usable (its problems are printed above)"

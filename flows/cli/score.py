@@ -209,11 +209,12 @@ def _score_systems(
     ids = members.read_table(release, "instances", columns=["instance_id"]).column("instance_id").to_pylist()
     # a blind kit's withheld instances are never missing from a submission (docs/results.md)
     withheld = kit_withheld(release) if any(hasattr(s, "check") for s in made.values()) else []
-    withheld = [w for w in withheld if subset is None or w in set(subset.ids)]
+    chosen = set(subset.ids) if subset is not None else None
+    withheld = [w for w in withheld if chosen is None or w in chosen]
     problems = check_submissions(
-        made, ids, allow_missing=allow_missing or subset is not None, withheld=withheld
+        made, ids, allow_missing=allow_missing or chosen is not None, withheld=withheld
     )
-    if subset is not None and not allow_missing:
+    if chosen is not None and not allow_missing:
         problems += missing_in_subset(made, [i for i in subset.ids if i not in set(withheld)])
     if problems:
         for line in problems:
@@ -369,9 +370,18 @@ def score_cmd(
     except FrameInputError as exc:
         _fail(exc)
     plan.pairs, plan.max_failures = pairs, max_failures
-    plan.config_sha256 = _config_sha256(config)
-    plan.config_path = config.resolve() if config is not None else None
     _run_score(release, plan, out)
+
+
+def flow_arguments(release: Path, plan: Any, out: Path) -> tuple:
+    """score_release's arguments for a plan (`_score_plan`, with `pairs` set) scored into `out`; writes
+    the flags' config.toml there first (its digest is then the run's)."""
+    _write_run_config(release, plan, out)
+    subset = plan.subset.record() if plan.subset is not None else None
+    return (
+        str(release), plan.systems, plan.settings, plan.judge_llm, str(out), plan.chosen, plan.run,
+        plan.embed_llm, plan.pairs, plan.config_sha256, subset,
+    )  # fmt: skip
 
 
 def _write_run_config(release: Path, plan: Any, out: Path) -> None:
@@ -466,7 +476,8 @@ def _score_plan(
     return SimpleNamespace(
         ev=ev, chosen=chosen, settings=settings, judge_llm=judge_llm, data_dir=data_dir, run=run,
         embed_llm=ev.embedder_settings() if ev is not None else None, systems=named, subset=subset,
-        written=raw, pick=pick, epochs=epochs,
+        written=raw, pick=pick, epochs=epochs, config_sha256=_config_sha256(config),
+        config_path=config.resolve() if config is not None else None,
     )  # fmt: skip
 
 
@@ -503,15 +514,12 @@ def _run_score(release: Path, plan, out: Path | None) -> None:
     started = time.time()
     rel = release.resolve()
     out = out or plan.data_dir / "scores" / rel.parent.name / rel.name
-    _write_run_config(release, plan, Path(out))
-    args = (str(release), plan.systems, plan.settings, plan.judge_llm, str(out), plan.chosen)
-    more = (plan.run, plan.embed_llm, plan.pairs, plan.config_sha256)
-    subset = plan.subset.record() if plan.subset is not None else None
+    args = flow_arguments(release, plan, Path(out))
     try:
         result = _run_with_bar(
             "score",
             "instance x system x metric",
-            lambda: score_flow.score_release(*args, *more, subset),
+            lambda: score_flow.score_release(*args),
             lambda: (score_flow.PROGRESS["done"], score_flow.PROGRESS["total"] or None),
             server_first=False,  # score_release starts loading MiniLM, then waits for the server
         )
